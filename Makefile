@@ -1,0 +1,69 @@
+# Makefile for the fencing extension (PGXS)
+#
+#   make                  build
+#   make install          install into the server found by pg_config
+#   make demo             the incident, with and without fencing (test/demo.sh)
+#   make test             every test suite on a throwaway cluster (test/check.sh)
+#   make installcheck     regression and isolation tests against a running server
+
+EXTENSION = fencing
+MODULE_big = fencing
+# One object per concern; each feature adds its own line below.
+OBJS_CORE = src/fencing.o src/fence.o src/advance.o src/errors.o
+
+OBJS_GUARD =
+
+OBJS_STATS =
+
+OBJS_IDEM =
+
+OBJS_LEASE =
+
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE)
+
+DATA = sql/fencing--1.0.sql
+
+# pg_regress: sql/NAME.sql against expected/NAME.out
+REGRESS_CORE = fence_type fence_input advance
+
+REGRESS_GUARD =
+
+REGRESS_STATS =
+
+REGRESS_IDEM =
+
+REGRESS_LEASE =
+
+REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE)
+REGRESS_OPTS = --load-extension=fencing
+
+# isolation tester: test/isolation/specs/NAME.spec against
+# test/isolation/expected/NAME.out
+ISOLATION_CORE = advance_race
+
+ISOLATION_GUARD =
+
+ISOLATION_IDEM =
+
+ISOLATION_LEASE =
+
+ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE)
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: demo test print-regress print-isolation
+
+demo:
+	bash test/demo.sh
+
+test:
+	bash test/check.sh
+
+print-regress:
+	@echo $(REGRESS)
+
+print-isolation:
+	@echo $(ISOLATION)

@@ -1,0 +1,200 @@
+/* sql/fencing--1.0.sql */
+
+-- complain if script is sourced in psql, rather than via CREATE EXTENSION
+\echo Use "CREATE EXTENSION fencing" to load this file. \quit
+
+------------------------------------------------------------------------------
+-- The type fencing.fence: (epoch, counter), ordered lexicographically
+------------------------------------------------------------------------------
+
+CREATE TYPE @extschema@.fence;
+
+CREATE FUNCTION @extschema@.fence_in(cstring) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_in' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_out(@extschema@.fence) RETURNS cstring
+    AS 'MODULE_PATHNAME', 'fence_out' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_recv(internal) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_recv' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_send(@extschema@.fence) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'fence_send' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE @extschema@.fence (
+    INPUT = @extschema@.fence_in,
+    OUTPUT = @extschema@.fence_out,
+    RECEIVE = @extschema@.fence_recv,
+    SEND = @extschema@.fence_send,
+    INTERNALLENGTH = 16,
+    ALIGNMENT = double,
+    STORAGE = plain
+);
+COMMENT ON TYPE @extschema@.fence IS
+    'fencing token (epoch, counter), written E:C; ordered by epoch, then counter';
+
+CREATE FUNCTION @extschema@.fence(epoch bigint, counter bigint) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_make' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.fence(bigint, bigint) IS
+    'build a fence from its epoch and counter';
+
+CREATE FUNCTION @extschema@.epoch(@extschema@.fence) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'fence_epoch' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.epoch(@extschema@.fence) IS 'the epoch of a fence';
+
+CREATE FUNCTION @extschema@.counter(@extschema@.fence) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'fence_counter' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.counter(@extschema@.fence) IS 'the counter of a fence';
+
+CREATE FUNCTION @extschema@.next(@extschema@.fence) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_next' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.next(@extschema@.fence) IS
+    'the next fence in the same epoch (counter + 1)';
+
+CREATE FUNCTION @extschema@.next_epoch(@extschema@.fence) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_next_epoch' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.next_epoch(@extschema@.fence) IS
+    'the first fence of the next epoch (epoch + 1, counter 0)';
+
+-- Casts
+CREATE FUNCTION @extschema@.fence(bigint) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_from_int8' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.fence(bigint) IS 'a counter as a fence of epoch 0';
+
+CREATE CAST (bigint AS @extschema@.fence)
+    WITH FUNCTION @extschema@.fence(bigint) AS ASSIGNMENT;
+CREATE CAST (@extschema@.fence AS text) WITH INOUT AS ASSIGNMENT;
+CREATE CAST (text AS @extschema@.fence) WITH INOUT;
+
+-- Comparison
+CREATE FUNCTION @extschema@.fence_eq(@extschema@.fence, @extschema@.fence) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'fence_eq' LANGUAGE C IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_ne(@extschema@.fence, @extschema@.fence) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'fence_ne' LANGUAGE C IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_lt(@extschema@.fence, @extschema@.fence) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'fence_lt' LANGUAGE C IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_le(@extschema@.fence, @extschema@.fence) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'fence_le' LANGUAGE C IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_gt(@extschema@.fence, @extschema@.fence) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'fence_gt' LANGUAGE C IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_ge(@extschema@.fence, @extschema@.fence) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'fence_ge' LANGUAGE C IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_cmp(@extschema@.fence, @extschema@.fence) RETURNS integer
+    AS 'MODULE_PATHNAME', 'fence_cmp' LANGUAGE C IMMUTABLE STRICT LEAKPROOF PARALLEL SAFE;
+
+CREATE OPERATOR @extschema@.= (
+    LEFTARG = @extschema@.fence, RIGHTARG = @extschema@.fence,
+    FUNCTION = @extschema@.fence_eq,
+    COMMUTATOR = OPERATOR(@extschema@.=), NEGATOR = OPERATOR(@extschema@.<>),
+    RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel,
+    HASHES, MERGES
+);
+CREATE OPERATOR @extschema@.<> (
+    LEFTARG = @extschema@.fence, RIGHTARG = @extschema@.fence,
+    FUNCTION = @extschema@.fence_ne,
+    COMMUTATOR = OPERATOR(@extschema@.<>), NEGATOR = OPERATOR(@extschema@.=),
+    RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel
+);
+CREATE OPERATOR @extschema@.< (
+    LEFTARG = @extschema@.fence, RIGHTARG = @extschema@.fence,
+    FUNCTION = @extschema@.fence_lt,
+    COMMUTATOR = OPERATOR(@extschema@.>), NEGATOR = OPERATOR(@extschema@.>=),
+    RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel
+);
+CREATE OPERATOR @extschema@.<= (
+    LEFTARG = @extschema@.fence, RIGHTARG = @extschema@.fence,
+    FUNCTION = @extschema@.fence_le,
+    COMMUTATOR = OPERATOR(@extschema@.>=), NEGATOR = OPERATOR(@extschema@.>),
+    RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel
+);
+CREATE OPERATOR @extschema@.> (
+    LEFTARG = @extschema@.fence, RIGHTARG = @extschema@.fence,
+    FUNCTION = @extschema@.fence_gt,
+    COMMUTATOR = OPERATOR(@extschema@.<), NEGATOR = OPERATOR(@extschema@.<=),
+    RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel
+);
+CREATE OPERATOR @extschema@.>= (
+    LEFTARG = @extschema@.fence, RIGHTARG = @extschema@.fence,
+    FUNCTION = @extschema@.fence_ge,
+    COMMUTATOR = OPERATOR(@extschema@.<=), NEGATOR = OPERATOR(@extschema@.<),
+    RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel
+);
+
+-- Hashing: frozen from 1.0 on (hash indexes and hash partitions store it)
+CREATE FUNCTION @extschema@.fence_hash(@extschema@.fence) RETURNS integer
+    AS 'MODULE_PATHNAME', 'fence_hash' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_hash_extended(@extschema@.fence, bigint) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'fence_hash_extended' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE OPERATOR CLASS @extschema@.fence_ops
+    DEFAULT FOR TYPE @extschema@.fence USING btree AS
+        OPERATOR 1 @extschema@.<,
+        OPERATOR 2 @extschema@.<=,
+        OPERATOR 3 @extschema@.=,
+        OPERATOR 4 @extschema@.>=,
+        OPERATOR 5 @extschema@.>,
+        FUNCTION 1 @extschema@.fence_cmp(@extschema@.fence, @extschema@.fence);
+
+CREATE OPERATOR CLASS @extschema@.fence_hash_ops
+    DEFAULT FOR TYPE @extschema@.fence USING hash AS
+        OPERATOR 1 @extschema@.=,
+        FUNCTION 1 @extschema@.fence_hash(@extschema@.fence),
+        FUNCTION 2 @extschema@.fence_hash_extended(@extschema@.fence, bigint);
+
+-- Aggregates
+CREATE FUNCTION @extschema@.fence_larger(@extschema@.fence, @extschema@.fence) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_larger' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION @extschema@.fence_smaller(@extschema@.fence, @extschema@.fence) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_smaller' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE AGGREGATE @extschema@.max(@extschema@.fence) (
+    SFUNC = @extschema@.fence_larger, STYPE = @extschema@.fence,
+    COMBINEFUNC = @extschema@.fence_larger,
+    SORTOP = OPERATOR(@extschema@.>), PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE @extschema@.max(@extschema@.fence) IS 'the newest fence';
+CREATE AGGREGATE @extschema@.min(@extschema@.fence) (
+    SFUNC = @extschema@.fence_smaller, STYPE = @extschema@.fence,
+    COMBINEFUNC = @extschema@.fence_smaller,
+    SORTOP = OPERATOR(@extschema@.<), PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE @extschema@.min(@extschema@.fence) IS 'the oldest fence';
+
+------------------------------------------------------------------------------
+-- Compare-and-advance without triggers
+------------------------------------------------------------------------------
+
+CREATE FUNCTION @extschema@.advance(current @extschema@.fence, token @extschema@.fence,
+                                    strict boolean DEFAULT true)
+    RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_advance' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.advance(@extschema@.fence, @extschema@.fence, boolean) IS
+    'return token if it beats current (>, or >= when not strict); raise SF001 otherwise';
+
+------------------------------------------------------------------------------
+-- The guard: protect(), unprotect(), fencing.protected, fencing.scopes
+-- (src/guard.c, src/protect.c, src/scopes.c)
+------------------------------------------------------------------------------
+
+-- (end of guard section)
+
+------------------------------------------------------------------------------
+-- Guarding the guard: event triggers (src/ddl_guard.c)
+------------------------------------------------------------------------------
+
+-- (end of ddl guard section)
+
+------------------------------------------------------------------------------
+-- Statistics in shared memory (src/stats.c)
+------------------------------------------------------------------------------
+
+-- (end of stats section)
+
+------------------------------------------------------------------------------
+-- Idempotency keys (src/idempotency.c)
+------------------------------------------------------------------------------
+
+-- (end of idempotency section)
+
+------------------------------------------------------------------------------
+-- Leases (src/lease.c)
+------------------------------------------------------------------------------
+
+-- (end of lease section)

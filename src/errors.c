@@ -1,0 +1,94 @@
+/*-------------------------------------------------------------------------
+ *
+ * errors.c
+ *	  The errors of the SF class, raised in one place so that advance(),
+ *	  the guard and the idempotency helpers speak with one voice.
+ *
+ * An on-call engineer reads these at night: the message names the token,
+ * DETAIL says what it lost to, HINT says what the writer must do.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/rel.h"
+
+#include "fencing.h"
+
+/*
+ * Raise SF001: token is not newer than fence.
+ *
+ * rel, when given, is reported in the error's table and schema fields;
+ * scope_desc, when given, names the scope whose fence was lost to.
+ */
+void
+ReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
+				 const char *scope_desc)
+{
+	char	   *token_s = FenceToCString(token);
+	char	   *fence_s = FenceToCString(fence);
+
+	if (rel != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 errmsg("stale fence token %s for table \"%s\"",
+						token_s, RelationGetRelationName(rel)),
+				 scope_desc ?
+				 errdetail("The %s has already accepted fence token %s.",
+						   scope_desc, fence_s) :
+				 errdetail("The row has already accepted fence token %s.",
+						   fence_s),
+				 errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.",
+						 token_s),
+				 errtable(rel)));
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 errmsg("stale fence token %s", token_s),
+				 errdetail("The resource has already accepted fence token %s.",
+						   fence_s),
+				 errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.",
+						 token_s)));
+	pg_unreachable();
+}
+
+/*
+ * Raise SF002 for a write that needs a token and has none.
+ *
+ * what says which write it was, for example "UPDATE".
+ */
+void
+ReportTokenRequired(Relation rel, const char *what)
+{
+	if (rel != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_TOKEN_REQUIRED),
+				 errmsg("%s on table \"%s\" requires a fence token",
+						what, RelationGetRelationName(rel)),
+				 errdetail("Table \"%s\" is protected by fencing and this write carries no token.",
+						   RelationGetRelationName(rel)),
+				 errhint("Set the token with SET LOCAL fencing.token = '<epoch>:<counter>', or write the new token into the fence column."),
+				 errtable(rel)));
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_TOKEN_REQUIRED),
+				 errmsg("%s requires a fence token", what),
+				 errhint("Pass the fence token that came with the lock.")));
+	pg_unreachable();
+}
+
+/* Raise SF002 when fencing.token and the fence column disagree. */
+void
+ReportConflictingTokens(const Fence *setting, const Fence *column,
+						Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_TOKEN_REQUIRED),
+			 errmsg("conflicting fence tokens for table \"%s\"",
+					RelationGetRelationName(rel)),
+			 errdetail("The setting fencing.token is %s but the write puts %s in the fence column.",
+					   FenceToCString(setting), FenceToCString(column)),
+			 errhint("Carry one token per write: either set fencing.token or write the fence column, not two different tokens."),
+			 errtable(rel)));
+	pg_unreachable();
+}

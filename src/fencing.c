@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * fencing.c
+ *	  Module entry point of the fencing extension: the module magic and
+ *	  _PG_init, which registers the settings and, when the library is
+ *	  preloaded, the shared memory of the statistics.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+
+#include "fencing.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+/* Module load: register settings and hooks. */
+void
+_PG_init(void)
+{
+	/* settings of the guard */
+
+	/* shared memory of the statistics */
+
+}

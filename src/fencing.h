@@ -1,0 +1,65 @@
+/*-------------------------------------------------------------------------
+ *
+ * fencing.h
+ *	  The fence token type and the declarations shared by the C files of
+ *	  the fencing extension.
+ *
+ * A fence is a pair (epoch, counter) of non-negative 64-bit integers,
+ * ordered lexicographically.  It is 16 bytes, fixed length, passed by
+ * reference and double aligned.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_H
+#define FENCING_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/rel.h"
+
+typedef struct Fence
+{
+	int64		epoch;
+	int64		counter;
+} Fence;
+
+#define DatumGetFenceP(X)		((Fence *) DatumGetPointer(X))
+#define FencePGetDatum(X)		PointerGetDatum(X)
+#define PG_GETARG_FENCE_P(n)	DatumGetFenceP(PG_GETARG_DATUM(n))
+#define PG_RETURN_FENCE_P(x)	return FencePGetDatum(x)
+
+/* Maximum length of a fence's text form: two int64 and a colon, plus NUL */
+#define FENCE_TEXT_MAXLEN		(20 + 1 + 20 + 1)
+
+/* The SQLSTATE class SF, see the SPEC */
+#define ERRCODE_STALE_FENCE_TOKEN			MAKE_SQLSTATE('S','F','0','0','1')
+#define ERRCODE_FENCE_TOKEN_REQUIRED		MAKE_SQLSTATE('S','F','0','0','2')
+#define ERRCODE_IDEMPOTENCY_KEY_REUSED		MAKE_SQLSTATE('S','F','0','0','3')
+#define ERRCODE_IDEMPOTENCY_KEY_IN_PROGRESS MAKE_SQLSTATE('S','F','0','0','4')
+#define ERRCODE_FENCING_GUARD_ALTERED		MAKE_SQLSTATE('S','F','0','0','5')
+
+/* fence.c */
+extern int	FenceCmp(const Fence *a, const Fence *b);
+extern bool ParseFence(const char *str, Fence *result, bool *out_of_range);
+extern char *FenceToCString(const Fence *f);
+extern Fence *FenceCopy(const Fence *f);
+
+/* errors.c */
+extern void ReportStaleToken(const Fence *token, const Fence *fence,
+							 Relation rel, const char *scope_desc) pg_attribute_noreturn();
+extern void ReportTokenRequired(Relation rel, const char *what) pg_attribute_noreturn();
+extern void ReportConflictingTokens(const Fence *setting, const Fence *column,
+									Relation rel) pg_attribute_noreturn();
+
+/* guard.c, protect.c, scopes.c, guc.c */
+
+/* ddl_guard.c */
+
+/* stats.c */
+
+/* idempotency.c */
+
+/* lease.c */
+
+#endif							/* FENCING_H */

@@ -1,0 +1,156 @@
+# test/lib/common.sh: shared set-up for the demo, the test suite and the
+# benchmarks.  Source it from bash; it defines functions and changes nothing
+# until they are called.
+#
+#   fencing_deps                 install what is missing (apt, as root)
+#   fencing_build [CFLAGS]       build, and install into a private copy of the
+#                                PostgreSQL installation ($FENCING_WORK/install)
+#   fencing_cluster_start NAME [conf lines...]
+#                                initdb + start a throwaway cluster as the
+#                                postgres OS user; sets PGHOST, PGPORT, PGDATA
+#   fencing_cleanup              stop every cluster started, remove the work dir
+#
+# The private installation is how "make check" works in PostgreSQL itself:
+# the system's PostgreSQL is copied, the extension installed into the copy,
+# so tests never touch (or depend on) what is installed system-wide.
+
+set -o pipefail
+
+FENCING_ROOT=${FENCING_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+FENCING_PGVER=${FENCING_PGVER:-15}
+FENCING_SYS_BINDIR=/usr/lib/postgresql/$FENCING_PGVER/bin
+FENCING_CLUSTERS=()
+
+fencing_log() { printf '==> %s\n' "$*" >&2; }
+fencing_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Packages the project needs; installed only when missing.
+fencing_deps() {
+    local pkgs=(make gcc libc6-dev "postgresql-$FENCING_PGVER"
+                "postgresql-server-dev-$FENCING_PGVER" "postgresql-$FENCING_PGVER-pgtap"
+                libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
+                redis-server redis-tools procps util-linux)
+    local missing=() p
+    for p in "${pkgs[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+            || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    [ "$(id -u)" -eq 0 ] || fencing_die "missing packages (${missing[*]}); run as root to install them"
+    fencing_log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    # the server package must not start a system cluster we do not use
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+        chmod +x /usr/sbin/policy-rc.d
+        local _rc_made=1
+    fi
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    [ -n "${_rc_made:-}" ] && rm -f /usr/sbin/policy-rc.d
+    return 0
+}
+
+# A world-readable scratch directory for this run (the repository may live
+# where the postgres OS user cannot read).
+fencing_workdir() {
+    if [ -z "${FENCING_WORK:-}" ]; then
+        FENCING_WORK=$(mktemp -d /tmp/fencing.XXXXXX)
+        chmod 755 "$FENCING_WORK"
+        export FENCING_WORK
+    fi
+}
+
+# Build with the given extra CFLAGS and install into a private copy of the
+# PostgreSQL installation.  Sets FENCING_BINDIR and PG_CONFIG.
+fencing_build() {
+    local cflags=${1:-}
+    fencing_workdir
+    local inst=$FENCING_WORK/install
+    local sys_share=/usr/share/postgresql/$FENCING_PGVER
+    fencing_log "building fencing${cflags:+ with $cflags}"
+    make -C "$FENCING_ROOT" -s clean >/dev/null
+    make -C "$FENCING_ROOT" -s PG_CFLAGS="$cflags" PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" \
+        >"$FENCING_WORK/build.log" 2>&1 \
+        || { cat "$FENCING_WORK/build.log" >&2; fencing_die "build failed"; }
+    rm -rf "$inst"
+    mkdir -p "$inst/usr/lib/postgresql" "$inst/usr/share/postgresql"
+    cp -a "/usr/lib/postgresql/$FENCING_PGVER" "$inst/usr/lib/postgresql/"
+    cp -a "$sys_share" "$inst/usr/share/postgresql/"
+    make -C "$FENCING_ROOT" -s install DESTDIR="$inst" \
+        PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" >>"$FENCING_WORK/build.log" 2>&1 \
+        || { cat "$FENCING_WORK/build.log" >&2; fencing_die "install failed"; }
+    chmod -R a+rX "$inst"
+    FENCING_BINDIR=$inst/usr/lib/postgresql/$FENCING_PGVER/bin
+    PG_CONFIG=$FENCING_BINDIR/pg_config
+    export FENCING_BINDIR PG_CONFIG
+}
+
+# Run a command as the postgres OS user (initdb refuses root), keeping the
+# environment that the tests need.
+fencing_as_postgres() {
+    if [ "$(id -un)" = postgres ]; then
+        "$@"
+    else
+        runuser -u postgres -- env PATH="$FENCING_BINDIR:$PATH" \
+            PGHOST="${PGHOST:-}" PGPORT="${PGPORT:-}" PGUSER="${PGUSER:-postgres}" \
+            PGDATABASE="${PGDATABASE:-postgres}" FENCING_WORK="$FENCING_WORK" \
+            FENCING_BINDIR="$FENCING_BINDIR" "$@"
+    fi
+}
+
+# A TCP port on 127.0.0.1 that nothing listens on.
+fencing_free_port() {
+    local p
+    for p in $(shuf -i 20000-45000 -n 50); do
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    fencing_die "no free port found"
+}
+
+# initdb and start a cluster; extra arguments are postgresql.conf lines.
+fencing_cluster_start() {
+    local name=$1; shift
+    fencing_workdir
+    local dir=$FENCING_WORK/$name
+    mkdir -p "$dir"
+    chown postgres: "$dir"
+    PGPORT=$(fencing_free_port)
+    PGHOST=$dir
+    PGDATA=$dir/data
+    export PGHOST PGPORT PGDATA
+    fencing_as_postgres "$FENCING_BINDIR/initdb" -D "$PGDATA" -A trust -U postgres \
+        --no-sync >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; fencing_die "initdb failed"; }
+    {
+        echo "listen_addresses = '127.0.0.1'"
+        echo "port = $PGPORT"
+        echo "unix_socket_directories = '$dir'"
+        echo "fsync = off"
+        echo "max_connections = 60"
+        echo "max_prepared_transactions = 10"
+        echo "log_line_prefix = '%m [%p] %a '"
+        local line
+        for line in "$@"; do echo "$line"; done
+    } >>"$PGDATA/postgresql.conf"
+    fencing_as_postgres "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -l "$dir/server.log" -w start \
+        >/dev/null || { cat "$dir/server.log" >&2; fencing_die "server failed to start"; }
+    FENCING_CLUSTERS+=("$PGDATA")
+}
+
+fencing_cluster_stop() {
+    fencing_as_postgres "$FENCING_BINDIR/pg_ctl" -D "${1:-$PGDATA}" -m fast -w stop >/dev/null 2>&1 || true
+}
+
+fencing_cleanup() {
+    local d
+    for d in "${FENCING_CLUSTERS[@]}"; do
+        [ -f "$d/postmaster.pid" ] && fencing_cluster_stop "$d"
+    done
+    FENCING_CLUSTERS=()
+    if [ -n "${FENCING_WORK:-}" ] && [ -z "${FENCING_KEEP:-}" ]; then
+        rm -rf "$FENCING_WORK"
+    fi
+}
