@@ -53,10 +53,39 @@ extern void ReportConflictingTokens(const Fence *setting, const Fence *column,
 									Relation rel) pg_attribute_noreturn();
 
 /* guard.c, protect.c, scopes.c, guc.c */
+#define FENCING_GUARD_TRIGGER		"zz_fencing_guard"
+#define FENCING_TRUNCATE_TRIGGER	"zz_fencing_truncate"
+
+/* ddl_guard.c: true while protect()/unprotect() run their own DDL */
+extern bool FencingDdlGuardSuspended;
 
 /* ddl_guard.c */
 
-/* stats.c */
+/* stats.c: counters in shared memory, present only with the preload */
+typedef enum FencingTableCounter
+{
+	FENCING_STAT_ACCEPTED,
+	FENCING_STAT_REJECTED_STALE,
+	FENCING_STAT_REJECTED_MISSING,
+	FENCING_STAT_BYPASSED
+} FencingTableCounter;
+
+typedef enum FencingIdemCounter
+{
+	FENCING_IDEM_STARTED,
+	FENCING_IDEM_REPLAYED,
+	FENCING_IDEM_RESUMED,
+	FENCING_IDEM_REUSED_REJECTED,
+	FENCING_IDEM_IN_PROGRESS_REJECTED
+} FencingIdemCounter;
+
+/* opaque per-table entry; the guard caches the pointer per relation */
+typedef struct FencingTableStats FencingTableStats;
+
+extern void FencingStatsInit(void);
+extern FencingTableStats *FencingStatsGetEntry(Oid relid);
+extern void FencingStatsCount(FencingTableStats *entry, FencingTableCounter counter);
+extern void FencingStatsCountIdem(FencingIdemCounter counter);
 
 /* idempotency.c */
 
