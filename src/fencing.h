@@ -88,6 +88,7 @@ extern void FencingStatsCount(FencingTableStats *entry, FencingTableCounter coun
 extern void FencingStatsCountIdem(FencingIdemCounter counter);
 
 /* idempotency.c */
+#define FENCING_IDEM_KEY_MAXLEN		255	/* characters */
 
 /* lease.c */
 
