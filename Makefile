@@ -15,7 +15,7 @@ OBJS_GUARD =
 
 OBJS_STATS =
 
-OBJS_IDEM =
+OBJS_IDEM = src/idempotency.o
 
 OBJS_LEASE =
 
@@ -30,7 +30,7 @@ REGRESS_GUARD =
 
 REGRESS_STATS =
 
-REGRESS_IDEM =
+REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security
 
 REGRESS_LEASE =
 
@@ -43,7 +43,7 @@ ISOLATION_CORE = advance_race
 
 ISOLATION_GUARD =
 
-ISOLATION_IDEM =
+ISOLATION_IDEM = idem_begin_race idem_resume_race
 
 ISOLATION_LEASE =
 

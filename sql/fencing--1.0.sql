@@ -191,11 +191,11 @@ COMMENT ON FUNCTION @extschema@.advance(@extschema@.fence, @extschema@.fence, bo
 -- Idempotency keys (src/idempotency.c)
 ------------------------------------------------------------------------------
 
--- Epochs of claim tokens: each incarnation of a key takes one, so that a
--- claim token is never issued twice in a database (see src/idempotency.c).
+-- Epochs of claim tokens: every claim issued takes one, so that a claim
+-- token is never issued twice in a database (see src/idempotency.c).
 CREATE SEQUENCE @extschema@.idempotency_claim_seq;
 COMMENT ON SEQUENCE @extschema@.idempotency_claim_seq IS
-    'epochs of idempotency claim tokens: one per incarnation of a key';
+    'epochs of idempotency claim tokens: one per claim issued';
 
 CREATE TABLE @extschema@.idempotency_keys (
     key             text PRIMARY KEY
@@ -227,7 +227,7 @@ COMMENT ON COLUMN @extschema@.idempotency_keys.state IS
 COMMENT ON COLUMN @extschema@.idempotency_keys.result IS
     'the recorded result, returned to every retry (state done)';
 COMMENT ON COLUMN @extschema@.idempotency_keys.claim IS
-    'the current claim token; higher on every resume';
+    'the current claim token (E, n): n-th claim of the key, E unique to the claim; higher on every resume';
 COMMENT ON COLUMN @extschema@.idempotency_keys.recovery_point IS
     'how far the request got, as last recorded by fencing.idem_checkpoint';
 COMMENT ON COLUMN @extschema@.idempotency_keys.locked_until IS
@@ -247,6 +247,10 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.idempotency_claim_seq', 
 REVOKE ALL ON TABLE @extschema@.idempotency_keys FROM PUBLIC;
 REVOKE ALL ON SEQUENCE @extschema@.idempotency_claim_seq FROM PUBLIC;
 
+-- The helpers run as the extension's owner (SECURITY DEFINER).  The C
+-- helpers carry no SET search_path: the only SQL they run is their own,
+-- with every name qualified, operators included (see src/idempotency.c);
+-- the PL/pgSQL purge sets it, as usual.
 CREATE FUNCTION @extschema@.idem_begin(key text, request jsonb,
                                        lease interval DEFAULT '1 minute',
                                        retention interval DEFAULT '24 hours',
@@ -254,8 +258,7 @@ CREATE FUNCTION @extschema@.idem_begin(key text, request jsonb,
     RETURNS TABLE(state text, token @extschema@.fence, result jsonb,
                   recovery_point text, expires_at timestamptz)
     AS 'MODULE_PATHNAME', 'idem_begin'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1 SECURITY DEFINER;
 COMMENT ON FUNCTION @extschema@.idem_begin(text, jsonb, interval, interval, boolean) IS
     'claim an idempotency key (started, resumed) or replay its result (done); SF003 for another request, SF004 while another owner holds it';
 
@@ -264,24 +267,21 @@ CREATE FUNCTION @extschema@.idem_checkpoint(key text, token @extschema@.fence,
                                             lease interval DEFAULT NULL)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_checkpoint'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER;
 COMMENT ON FUNCTION @extschema@.idem_checkpoint(text, @extschema@.fence, text, interval) IS
     'record how far the claim got and renew its lease; SF001 unless token is the key''s running claim';
 
 CREATE FUNCTION @extschema@.idem_complete(key text, token @extschema@.fence, result jsonb)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_complete'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER;
 COMMENT ON FUNCTION @extschema@.idem_complete(text, @extschema@.fence, jsonb) IS
     'record the final result of the key''s request; SF001 unless token is the key''s running claim';
 
 CREATE FUNCTION @extschema@.idem_abandon(key text, token @extschema@.fence)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_abandon'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE
-    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER;
 COMMENT ON FUNCTION @extschema@.idem_abandon(text, @extschema@.fence) IS
     'give the claim up so that the next idem_begin resumes at once; SF001 unless token is the key''s running claim';
 

@@ -10,26 +10,36 @@
  * lost its lease takes the key over with a higher claim token, so that
  * the predecessor can no longer record a result (SF001).
  *
- * Serialisation.  Every helper first takes a transaction-level lock on
- * the key (an advisory lock tag of our own, see IdemLockKey), then reads
- * or writes the row.  Two idem_begin() calls for one key therefore never
- * meet inside the unique index: the second waits on the key lock until
- * the first transaction ends and then reads what it left (done, or
- * nothing after a rollback), so no unique violation can surface.  With
- * wait => false the key lock is only tried, which turns "another
- * transaction is working on this key" into SF004 at once.
+ * Serialisation.  idem_begin() inserts with ON CONFLICT DO NOTHING and,
+ * when the key exists, locks its row with SELECT ... FOR UPDATE.  Two
+ * calls for one key therefore never both claim it and never surface a
+ * unique violation: under READ COMMITTED the second waits in the unique
+ * index for the first inserter's transaction, or on the row lock of an
+ * updater, and then reads what the first left behind (done, running
+ * with a live lease, or nothing after a rollback).  No advisory locks:
+ * a transaction may begin any number of keys without filling the lock
+ * table.  With wait => false the row is locked with NOWAIT and the
+ * insertion runs with lock_timeout = 1ms, so that any wait for another
+ * transaction turns into SF004 at once.
  *
- * Claim tokens.  A key's row is an incarnation: created when the key is
- * new or when its previous row has expired.  Its first claim is
- * (E, 1), with E drawn from the sequence fencing.idempotency_claim_seq
- * (and above the epoch of the expired row it replaces); each resume
- * takes the next counter, (E, 2), (E, 3) ...  So the claims of one key
- * only grow, and no claim token is ever issued twice in a database, even
- * once a key has expired, been purged and been used again.
+ * Claim tokens.  A claim token is (E, n): E is drawn from the sequence
+ * fencing.idempotency_claim_seq whenever a claim is issued (and kept
+ * above the epoch of the claim it replaces), n counts the claims of the
+ * key's current incarnation: 1 when started, 2 after the first resume,
+ * and so on.  So the claims of one key only grow, and no claim token is
+ * ever issued twice in a database: not after a rolled-back begin (the
+ * sequence does not roll back), not after a key expired, was purged and
+ * was used again, and not after pg_dump and restore (the sequence is
+ * dumped with the table).
  *
- * The functions are SECURITY DEFINER (the table is not accessible to
- * PUBLIC) with a fixed search_path; the SQL below qualifies every name
- * anyway.  Plans are prepared once per backend and kept.
+ * Privileges.  The table is not accessible to PUBLIC; the functions are
+ * SECURITY DEFINER and so run as the extension's owner.  They carry no
+ * SET search_path: every name in the statements below is qualified
+ * (operators included), the arguments are evaluated by the caller, and
+ * no other SQL runs inside, so a hostile search_path has nothing to
+ * resolve, while the per-call GUC save and restore of a SET clause cost
+ * a measurable share of the hot path.  Plans are prepared once per
+ * backend and kept.
  *
  *-------------------------------------------------------------------------
  */
@@ -45,10 +55,10 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
-#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -60,13 +70,8 @@ PG_FUNCTION_INFO_V1(idem_checkpoint);
 PG_FUNCTION_INFO_V1(idem_complete);
 PG_FUNCTION_INFO_V1(idem_abandon);
 
-/*
- * field4 of the advisory lock tags of idempotency keys.  The SQL-level
- * advisory lock functions use 1 and 2, so applications' own advisory
- * locks never collide with ours.  The tags show in pg_locks as locktype
- * "advisory" with this objsubid.
- */
-#define IDEM_LOCK_SPACE		0x4649
+/* lock_timeout of the insertion with wait => false */
+#define IDEM_NOWAIT_LOCK_TIMEOUT	"1ms"
 
 /* The statements, prepared once per backend */
 typedef enum IdemQuery
@@ -148,7 +153,11 @@ static const IdemQueryDef IdemQueries[IDEM_NUM_QUERIES] = {
 	/* IDEM_Q_RESUME: $1 key, $2 now, $3 locked_until, $4 expires_at */
 	{
 		"UPDATE fencing.idempotency_keys"
-		" SET claim = fencing.next(claim), locked_until = $3,"
+		" SET claim = fencing.fence(GREATEST("
+		"   pg_catalog.nextval('fencing.idempotency_claim_seq'::pg_catalog.regclass),"
+		"   fencing.epoch(claim) OPERATOR(pg_catalog.+) 1),"
+		"   fencing.counter(claim) OPERATOR(pg_catalog.+) 1),"
+		"  locked_until = $3,"
 		"  expires_at = GREATEST(expires_at, $4), updated_at = $2"
 		" WHERE key OPERATOR(pg_catalog.=) $1"
 		" RETURNING claim, expires_at",
@@ -332,24 +341,6 @@ RequestFingerprint(Jsonb *request)
 											   PointerGetDatum(buf)));
 }
 
-/*
- * Take the transaction-level lock of a key; held until the transaction
- * ends.  Without wait, return false at once when another transaction
- * holds it.
- */
-static bool
-IdemLockKey(text *key, bool wait)
-{
-	LOCKTAG		tag;
-	uint64		h;
-
-	h = DatumGetUInt64(hash_any_extended((unsigned char *) VARDATA_ANY(key),
-										 VARSIZE_ANY_EXHDR(key), 0));
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 IDEM_LOCK_SPACE);
-	return LockAcquire(&tag, ExclusiveLock, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
-}
-
 /* Raise SF004: the key is being worked on. */
 static void
 ReportInProgress(const char *key, const Fence *claim)
@@ -376,6 +367,49 @@ ReportReused(const char *key)
 					key),
 			 errdetail("The fingerprint of this request differs from the one recorded for the key."),
 			 errhint("A retry must send exactly the same request; a new request needs a new key.")));
+}
+
+/*
+ * Run a statement of idem_begin(); without wait, any wait for another
+ * transaction's lock is cut short (lock_timeout, NOWAIT) and reported as
+ * SF004, since only a transaction working on the key holds its row or
+ * its place in the unique index.
+ */
+static void
+IdemExecuteNoWait(IdemQuery q, Datum *args, int expected, bool wait,
+				  text *key)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	int			save_nestlevel;
+
+	if (wait)
+	{
+		IdemExecute(q, args, NULL, expected);
+		return;
+	}
+
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("lock_timeout", IDEM_NOWAIT_LOCK_TIMEOUT,
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	PG_TRY();
+	{
+		IdemExecute(q, args, NULL, expected);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		/* the transaction is aborting: raise SF004 in place of 55P03 */
+		FlushErrorState();
+		ReportInProgress(text_to_cstring(key), NULL);
+	}
+	PG_END_TRY();
+	AtEOXact_GUC(true, save_nestlevel);
 }
 
 /*
@@ -452,9 +486,6 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 	bool		recovery_point_null = true;
 	int			attempt;
 
-	if (!IdemLockKey(key, wait))
-		ReportInProgress(text_to_cstring(key), NULL);
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
@@ -484,7 +515,8 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 		args[3] = TimestampTzGetDatum(locked_until);
 		args[4] = TimestampTzGetDatum(expires_at);
 
-		IdemExecute(IDEM_Q_INSERT, args, NULL, SPI_OK_INSERT_RETURNING);
+		IdemExecuteNoWait(IDEM_Q_INSERT, args, SPI_OK_INSERT_RETURNING,
+						  wait, key);
 		if (SPI_processed == 1)
 		{
 			outcome = "started";
@@ -492,34 +524,12 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 			break;
 		}
 
-		/*
-		 * The key exists.  Lock its row.  Our key lock keeps other
-		 * helpers away; only idem_purge() can hold the row, and with
-		 * wait => false we do not wait for it either.
-		 */
+		/* The key exists: lock its row, or learn that it was purged. */
 		if (wait)
 			IdemExecute(IDEM_Q_SELECT, args, NULL, SPI_OK_SELECT);
 		else
-		{
-			MemoryContext oldcxt = CurrentMemoryContext;
-
-			PG_TRY();
-			{
-				IdemExecute(IDEM_Q_SELECT_NOWAIT, args, NULL, SPI_OK_SELECT);
-			}
-			PG_CATCH();
-			{
-				ErrorData  *edata;
-
-				MemoryContextSwitchTo(oldcxt);
-				edata = CopyErrorData();
-				if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-					PG_RE_THROW();
-				FlushErrorState();
-				ReportInProgress(text_to_cstring(key), NULL);
-			}
-			PG_END_TRY();
-		}
+			IdemExecuteNoWait(IDEM_Q_SELECT_NOWAIT, args, SPI_OK_SELECT,
+							  false, key);
 		if (SPI_processed == 0)
 			continue;
 
@@ -685,8 +695,6 @@ IdemUpdateClaim(FunctionCallInfo fcinfo, IdemQuery q, int nextra,
 	key = PG_GETARG_TEXT_PP(0);
 	token = PG_GETARG_FENCE_P(1);
 	CheckKey(key);
-
-	IdemLockKey(key, true);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
