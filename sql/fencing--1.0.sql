@@ -3,6 +3,10 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
 
+-- every role may use the type and the functions meant for it; what must not
+-- be public is revoked object by object below
+GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
+
 ------------------------------------------------------------------------------
 -- The type fencing.fence: (epoch, counter), ordered lexicographically
 ------------------------------------------------------------------------------
@@ -172,6 +176,62 @@ COMMENT ON FUNCTION @extschema@.advance(@extschema@.fence, @extschema@.fence, bo
 -- The guard: protect(), unprotect(), fencing.protected, fencing.scopes
 -- (src/guard.c, src/protect.c, src/scopes.c)
 ------------------------------------------------------------------------------
+
+CREATE TABLE @extschema@.protected (
+    relid regclass PRIMARY KEY,
+    fence_column name NOT NULL,
+    key_columns name[],
+    strict boolean NOT NULL DEFAULT true,
+    scope_name text NOT NULL
+);
+COMMENT ON TABLE @extschema@.protected IS
+    'tables protected by the fencing guard, with their settings; written by fencing.protect()';
+
+CREATE TABLE @extschema@.scopes (
+    scope_name text NOT NULL,
+    key text NOT NULL,
+    fence @extschema@.fence NOT NULL,
+    PRIMARY KEY (scope_name, key)
+);
+COMMENT ON TABLE @extschema@.scopes IS
+    'the highest accepted token of each key (or table) scope; key is a JSON array of the key values';
+
+-- pg_dump keeps protections and fences: a restore must not let a stale writer in
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.protected', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.scopes', '');
+
+REVOKE ALL ON @extschema@.protected, @extschema@.scopes FROM PUBLIC;
+GRANT SELECT ON @extschema@.protected, @extschema@.scopes TO PUBLIC;
+
+CREATE FUNCTION @extschema@.guard() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_guard' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.guard() IS
+    'the fencing guard: BEFORE ROW trigger of protected tables (installed by fencing.protect)';
+
+CREATE FUNCTION @extschema@.guard_truncate() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_guard_truncate' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.guard_truncate() IS
+    'refuses TRUNCATE of protected tables (installed by fencing.protect)';
+
+CREATE FUNCTION @extschema@.protect(tbl regclass,
+                                    fence_column name DEFAULT 'fence',
+                                    key_columns name[] DEFAULT NULL,
+                                    strict boolean DEFAULT true,
+                                    scope_name text DEFAULT NULL)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_protect' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION @extschema@.protect(regclass, name, name[], boolean, text) IS
+    'protect a table: every write must carry a token newer than its scope''s fence';
+
+CREATE FUNCTION @extschema@.unprotect(tbl regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_unprotect' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION @extschema@.unprotect(regclass) IS
+    'remove the fencing guard from a table (its scope fences are kept)';
+
+CREATE FUNCTION @extschema@.scope_key(VARIADIC key_values text[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'fencing_scope_key' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.scope_key(text[]) IS
+    'the key under which fencing.scopes stores the fence of these key values';
 
 -- (end of guard section)
 

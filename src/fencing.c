@@ -21,7 +21,10 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
-	/* settings of the guard */
+	/* settings and caches of the guard */
+	FencingGucInit();
+	GuardConfigInit();
+	ScopesInit();
 
 	/* shared memory of the statistics */
 
