@@ -24,5 +24,5 @@ _PG_init(void)
 	/* settings of the guard */
 
 	/* shared memory of the statistics */
-
+	FencingStatsInit();
 }
