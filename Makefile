@@ -13,7 +13,7 @@ OBJS_CORE = src/fencing.o src/fence.o src/advance.o src/errors.o
 
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o
 
-OBJS_STATS =
+OBJS_STATS = src/stats.o
 
 OBJS_IDEM =
 
@@ -28,7 +28,7 @@ REGRESS_CORE = fence_type fence_input advance
 
 REGRESS_GUARD =
 
-REGRESS_STATS =
+REGRESS_STATS = stats
 
 REGRESS_IDEM =
 

@@ -245,6 +245,72 @@ COMMENT ON FUNCTION @extschema@.scope_key(text[]) IS
 -- Statistics in shared memory (src/stats.c)
 ------------------------------------------------------------------------------
 
+-- The counters live in shared memory, so they need
+-- shared_preload_libraries = 'fencing'; without it these functions raise
+-- 55000 with a HINT to preload.  The readers are VOLATILE (the counters move
+-- while a statement runs) and PARALLEL SAFE (a parallel worker sees the same
+-- shared memory and the same database); stats_reset only zeroes shared
+-- counters and writes no database state, so it is PARALLEL SAFE as well.
+
+CREATE FUNCTION @extschema@.stats_internal(
+        OUT relid pg_catalog.regclass,
+        OUT accepted bigint,
+        OUT rejected_stale bigint,
+        OUT rejected_missing bigint,
+        OUT bypassed bigint)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'fencing_stats_internal'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.stats_internal() IS
+    'the guard''s counters for the tables of the current database (read it through the view fencing.stats)';
+
+CREATE VIEW @extschema@.stats AS
+    SELECT s.relid, s.accepted, s.rejected_stale, s.rejected_missing, s.bypassed
+      FROM @extschema@.stats_internal() AS s;
+COMMENT ON VIEW @extschema@.stats IS
+    'writes to protected tables of the current database, accepted or rejected by the guard, since the server started or fencing.stats_reset(); needs shared_preload_libraries = ''fencing''';
+COMMENT ON COLUMN @extschema@.stats.relid IS
+    'the table; NULL for the tables beyond fencing.stats_max_tables (all databases together); a bare OID for a dropped table';
+COMMENT ON COLUMN @extschema@.stats.accepted IS 'writes accepted';
+COMMENT ON COLUMN @extschema@.stats.rejected_stale IS 'writes rejected with SF001 (stale token)';
+COMMENT ON COLUMN @extschema@.stats.rejected_missing IS 'writes rejected with SF002 (no token, or two that differ)';
+COMMENT ON COLUMN @extschema@.stats.bypassed IS 'writes let through without a check by fencing.bypass';
+
+CREATE FUNCTION @extschema@.idempotency_stats_internal(
+        OUT started bigint,
+        OUT replayed bigint,
+        OUT resumed bigint,
+        OUT reused_rejected bigint,
+        OUT in_progress_rejected bigint)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'fencing_idempotency_stats_internal'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.idempotency_stats_internal() IS
+    'the outcomes of fencing.idem_begin() (read it through the view fencing.idempotency_stats)';
+
+CREATE VIEW @extschema@.idempotency_stats AS
+    SELECT s.started, s.replayed, s.resumed, s.reused_rejected, s.in_progress_rejected
+      FROM @extschema@.idempotency_stats_internal() AS s;
+COMMENT ON VIEW @extschema@.idempotency_stats IS
+    'outcomes of fencing.idem_begin() in all databases, since the server started or fencing.stats_reset(); needs shared_preload_libraries = ''fencing''';
+COMMENT ON COLUMN @extschema@.idempotency_stats.started IS 'new keys (state started)';
+COMMENT ON COLUMN @extschema@.idempotency_stats.replayed IS 'recorded results returned (state done)';
+COMMENT ON COLUMN @extschema@.idempotency_stats.resumed IS 'claims taken over after a lease ran out or was abandoned (state resumed)';
+COMMENT ON COLUMN @extschema@.idempotency_stats.reused_rejected IS 'keys reused with a different request (SF003)';
+COMMENT ON COLUMN @extschema@.idempotency_stats.in_progress_rejected IS 'keys held by a live owner (SF004)';
+
+CREATE FUNCTION @extschema@.stats_reset() RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_stats_reset'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.stats_reset() IS
+    'zero fencing.stats (of all databases) and fencing.idempotency_stats';
+
+-- Reading is for everyone; resetting for superusers and the extension owner
+-- (and whoever they grant it to).
+REVOKE ALL ON FUNCTION @extschema@.stats_reset() FROM PUBLIC;
+REVOKE ALL ON @extschema@.stats, @extschema@.idempotency_stats FROM PUBLIC;
+GRANT SELECT ON @extschema@.stats, @extschema@.idempotency_stats TO PUBLIC;
+
 -- (end of stats section)
 
 ------------------------------------------------------------------------------

@@ -27,5 +27,5 @@ _PG_init(void)
 	ScopesInit();
 
 	/* shared memory of the statistics */
-
+	FencingStatsInit();
 }
