@@ -21,6 +21,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -159,6 +160,15 @@ QualifiedName(Oid relid)
 									  get_rel_name(relid));
 }
 
+/* Drop trigger name of relid, if it is there. */
+static void
+DropTrigger(Oid relid, const char *name)
+{
+	if (OidIsValid(get_trigger_oid(relid, name, true)))
+		RunSql(psprintf("DROP TRIGGER %s ON %s", name, QualifiedName(relid)),
+			   SPI_OK_UTILITY);
+}
+
 /* Drop and recreate the guard triggers on every relation of the tree. */
 static void
 InstallTriggers(Oid relid, List *tree)
@@ -166,8 +176,7 @@ InstallTriggers(Oid relid, List *tree)
 	char	   *qname = QualifiedName(relid);
 	ListCell   *lc;
 
-	RunSql(psprintf("DROP TRIGGER IF EXISTS " FENCING_GUARD_TRIGGER " ON %s", qname),
-		   SPI_OK_UTILITY);
+	DropTrigger(relid, FENCING_GUARD_TRIGGER);
 	RunSql(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
 					" BEFORE INSERT OR UPDATE OR DELETE ON %s"
 					" FOR EACH ROW EXECUTE FUNCTION fencing.guard()", qname),
@@ -182,8 +191,7 @@ InstallTriggers(Oid relid, List *tree)
 	{
 		char	   *qpart = QualifiedName(lfirst_oid(lc));
 
-		RunSql(psprintf("DROP TRIGGER IF EXISTS " FENCING_TRUNCATE_TRIGGER " ON %s", qpart),
-			   SPI_OK_UTILITY);
+		DropTrigger(lfirst_oid(lc), FENCING_TRUNCATE_TRIGGER);
 		RunSql(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
 						" BEFORE TRUNCATE ON %s"
 						" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
@@ -201,13 +209,9 @@ RemoveTriggers(Oid relid, List *tree)
 {
 	ListCell   *lc;
 
-	RunSql(psprintf("DROP TRIGGER IF EXISTS " FENCING_GUARD_TRIGGER " ON %s",
-					QualifiedName(relid)),
-		   SPI_OK_UTILITY);
+	DropTrigger(relid, FENCING_GUARD_TRIGGER);
 	foreach(lc, tree)
-		RunSql(psprintf("DROP TRIGGER IF EXISTS " FENCING_TRUNCATE_TRIGGER " ON %s",
-						QualifiedName(lfirst_oid(lc))),
-			   SPI_OK_UTILITY);
+		DropTrigger(lfirst_oid(lc), FENCING_TRUNCATE_TRIGGER);
 }
 
 /* Run fn, our own trigger DDL, with the DDL guard suspended. */
@@ -270,13 +274,19 @@ SeedScopes(Oid relid, int nkeys, Datum *keynames, const char *fence_column,
 	{
 		uint64		row;
 
+		SPITupleTable *batch;
+		uint64		nrows;
+
 		SPI_cursor_fetch(portal, true, 1000);
-		if (SPI_processed == 0)
+		/* the upserts below replace SPI_tuptable: keep the batch */
+		batch = SPI_tuptable;
+		nrows = SPI_processed;
+		if (nrows == 0)
 			break;
-		for (row = 0; row < SPI_processed; row++)
+		for (row = 0; row < nrows; row++)
 		{
-			HeapTuple	tup = SPI_tuptable->vals[row];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
+			HeapTuple	tup = batch->vals[row];
+			TupleDesc	desc = batch->tupdesc;
 			Datum	   *values = palloc(sizeof(Datum) * (nkeys + 1));
 			bool	   *nulls = palloc(sizeof(bool) * (nkeys + 1));
 			Oid		   *types = palloc(sizeof(Oid) * (nkeys + 1));
@@ -304,7 +314,7 @@ SeedScopes(Oid relid, int nkeys, Datum *keynames, const char *fence_column,
 				elog(ERROR, "could not seed fencing.scopes: %s",
 					 SPI_result_code_string(rc));
 		}
-		SPI_freetuptable(SPI_tuptable);
+		SPI_freetuptable(batch);
 	}
 	SPI_cursor_close(portal);
 }
