@@ -26,7 +26,7 @@ DATA = sql/fencing--1.0.sql
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
 
-REGRESS_GUARD = guard_row guard_key guard_paths
+REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass
 
 REGRESS_STATS = stats
 
