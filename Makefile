@@ -41,7 +41,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race
 
-ISOLATION_GUARD =
+ISOLATION_GUARD = guard_row_race guard_key_race
 
 ISOLATION_IDEM =
 
