@@ -26,7 +26,7 @@ DATA = sql/fencing--1.0.sql
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
 
-REGRESS_GUARD =
+REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass
 
 REGRESS_STATS = stats
 
@@ -41,7 +41,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race
 
-ISOLATION_GUARD =
+ISOLATION_GUARD = guard_row_race guard_key_race
 
 ISOLATION_IDEM =
 
