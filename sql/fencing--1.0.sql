@@ -3,6 +3,10 @@
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION fencing" to load this file. \quit
 
+-- every role may use the type and the functions meant for it; what must not
+-- be public is revoked object by object below
+GRANT USAGE ON SCHEMA @extschema@ TO PUBLIC;
+
 ------------------------------------------------------------------------------
 -- The type fencing.fence: (epoch, counter), ordered lexicographically
 ------------------------------------------------------------------------------
@@ -173,6 +177,62 @@ COMMENT ON FUNCTION @extschema@.advance(@extschema@.fence, @extschema@.fence, bo
 -- (src/guard.c, src/protect.c, src/scopes.c)
 ------------------------------------------------------------------------------
 
+CREATE TABLE @extschema@.protected (
+    relid regclass PRIMARY KEY,
+    fence_column name NOT NULL,
+    key_columns name[],
+    strict boolean NOT NULL DEFAULT true,
+    scope_name text NOT NULL
+);
+COMMENT ON TABLE @extschema@.protected IS
+    'tables protected by the fencing guard, with their settings; written by fencing.protect()';
+
+CREATE TABLE @extschema@.scopes (
+    scope_name text NOT NULL,
+    key text NOT NULL,
+    fence @extschema@.fence NOT NULL,
+    PRIMARY KEY (scope_name, key)
+);
+COMMENT ON TABLE @extschema@.scopes IS
+    'the highest accepted token of each key (or table) scope; key is a JSON array of the key values';
+
+-- pg_dump keeps protections and fences: a restore must not let a stale writer in
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.protected', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.scopes', '');
+
+REVOKE ALL ON @extschema@.protected, @extschema@.scopes FROM PUBLIC;
+GRANT SELECT ON @extschema@.protected, @extschema@.scopes TO PUBLIC;
+
+CREATE FUNCTION @extschema@.guard() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_guard' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.guard() IS
+    'the fencing guard: BEFORE ROW trigger of protected tables (installed by fencing.protect)';
+
+CREATE FUNCTION @extschema@.guard_truncate() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_guard_truncate' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.guard_truncate() IS
+    'refuses TRUNCATE of protected tables (installed by fencing.protect)';
+
+CREATE FUNCTION @extschema@.protect(tbl regclass,
+                                    fence_column name DEFAULT 'fence',
+                                    key_columns name[] DEFAULT NULL,
+                                    strict boolean DEFAULT true,
+                                    scope_name text DEFAULT NULL)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_protect' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION @extschema@.protect(regclass, name, name[], boolean, text) IS
+    'protect a table: every write must carry a token newer than its scope''s fence';
+
+CREATE FUNCTION @extschema@.unprotect(tbl regclass) RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_unprotect' LANGUAGE C STRICT VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION @extschema@.unprotect(regclass) IS
+    'remove the fencing guard from a table (its scope fences are kept)';
+
+CREATE FUNCTION @extschema@.scope_key(VARIADIC key_values text[]) RETURNS text
+    AS 'MODULE_PATHNAME', 'fencing_scope_key' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.scope_key(text[]) IS
+    'the key under which fencing.scopes stores the fence of these key values';
+
 -- (end of guard section)
 
 ------------------------------------------------------------------------------
@@ -184,6 +244,72 @@ COMMENT ON FUNCTION @extschema@.advance(@extschema@.fence, @extschema@.fence, bo
 ------------------------------------------------------------------------------
 -- Statistics in shared memory (src/stats.c)
 ------------------------------------------------------------------------------
+
+-- The counters live in shared memory, so they need
+-- shared_preload_libraries = 'fencing'; without it these functions raise
+-- 55000 with a HINT to preload.  The readers are VOLATILE (the counters move
+-- while a statement runs) and PARALLEL SAFE (a parallel worker sees the same
+-- shared memory and the same database); stats_reset only zeroes shared
+-- counters and writes no database state, so it is PARALLEL SAFE as well.
+
+CREATE FUNCTION @extschema@.stats_internal(
+        OUT relid pg_catalog.regclass,
+        OUT accepted bigint,
+        OUT rejected_stale bigint,
+        OUT rejected_missing bigint,
+        OUT bypassed bigint)
+    RETURNS SETOF record
+    AS 'MODULE_PATHNAME', 'fencing_stats_internal'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.stats_internal() IS
+    'the guard''s counters for the tables of the current database (read it through the view fencing.stats)';
+
+CREATE VIEW @extschema@.stats AS
+    SELECT s.relid, s.accepted, s.rejected_stale, s.rejected_missing, s.bypassed
+      FROM @extschema@.stats_internal() AS s;
+COMMENT ON VIEW @extschema@.stats IS
+    'writes to protected tables of the current database, accepted or rejected by the guard, since the server started or fencing.stats_reset(); needs shared_preload_libraries = ''fencing''';
+COMMENT ON COLUMN @extschema@.stats.relid IS
+    'the table; NULL for the tables beyond fencing.stats_max_tables (all databases together); a bare OID for a dropped table';
+COMMENT ON COLUMN @extschema@.stats.accepted IS 'writes accepted';
+COMMENT ON COLUMN @extschema@.stats.rejected_stale IS 'writes rejected with SF001 (stale token)';
+COMMENT ON COLUMN @extschema@.stats.rejected_missing IS 'writes rejected with SF002 (no token, or two that differ)';
+COMMENT ON COLUMN @extschema@.stats.bypassed IS 'writes let through without a check by fencing.bypass';
+
+CREATE FUNCTION @extschema@.idempotency_stats_internal(
+        OUT started bigint,
+        OUT replayed bigint,
+        OUT resumed bigint,
+        OUT reused_rejected bigint,
+        OUT in_progress_rejected bigint)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'fencing_idempotency_stats_internal'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.idempotency_stats_internal() IS
+    'the outcomes of fencing.idem_begin() (read it through the view fencing.idempotency_stats)';
+
+CREATE VIEW @extschema@.idempotency_stats AS
+    SELECT s.started, s.replayed, s.resumed, s.reused_rejected, s.in_progress_rejected
+      FROM @extschema@.idempotency_stats_internal() AS s;
+COMMENT ON VIEW @extschema@.idempotency_stats IS
+    'outcomes of fencing.idem_begin() in all databases, since the server started or fencing.stats_reset(); needs shared_preload_libraries = ''fencing''';
+COMMENT ON COLUMN @extschema@.idempotency_stats.started IS 'new keys (state started)';
+COMMENT ON COLUMN @extschema@.idempotency_stats.replayed IS 'recorded results returned (state done)';
+COMMENT ON COLUMN @extschema@.idempotency_stats.resumed IS 'claims taken over after a lease ran out or was abandoned (state resumed)';
+COMMENT ON COLUMN @extschema@.idempotency_stats.reused_rejected IS 'keys reused with a different request (SF003)';
+COMMENT ON COLUMN @extschema@.idempotency_stats.in_progress_rejected IS 'keys held by a live owner (SF004)';
+
+CREATE FUNCTION @extschema@.stats_reset() RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_stats_reset'
+    LANGUAGE C VOLATILE PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.stats_reset() IS
+    'zero fencing.stats (of all databases) and fencing.idempotency_stats';
+
+-- Reading is for everyone; resetting for superusers and the extension owner
+-- (and whoever they grant it to).
+REVOKE ALL ON FUNCTION @extschema@.stats_reset() FROM PUBLIC;
+REVOKE ALL ON @extschema@.stats, @extschema@.idempotency_stats FROM PUBLIC;
+GRANT SELECT ON @extschema@.stats, @extschema@.idempotency_stats TO PUBLIC;
 
 -- (end of stats section)
 

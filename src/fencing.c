@@ -10,6 +10,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "utils/guc.h"
 
 #include "fencing.h"
 
@@ -21,8 +22,14 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
-	/* settings of the guard */
+	/* settings and caches of the guard */
+	FencingGucInit();
+	GuardConfigInit();
+	ScopesInit();
 
 	/* shared memory of the statistics */
+	FencingStatsInit();
 
+	/* a typo such as fencing.tokn must not pass for a setting */
+	MarkGUCPrefixReserved("fencing");
 }

@@ -56,8 +56,45 @@ extern void ReportConflictingTokens(const Fence *setting, const Fence *column,
 #define FENCING_GUARD_TRIGGER		"zz_fencing_guard"
 #define FENCING_TRUNCATE_TRIGGER	"zz_fencing_truncate"
 
-/* ddl_guard.c: true while protect()/unprotect() run their own DDL */
+/* guc.c */
+extern bool FencingBypass;
+extern void FencingGucInit(void);
+extern const Fence *FencingTokenSetting(void);
+
+/*
+ * protect.c: true while protect()/unprotect() run their own DDL, which the
+ * DDL guard (ddl_guard.c) must let through.
+ */
 extern bool FencingDdlGuardSuspended;
+extern Oid	FencingSchemaOid(void);
+extern Oid	FencingTypeOid(void);
+extern Oid	FencingOwnerOid(void);
+
+/* guard_config.c: what fencing.protected says of a relation, cached */
+typedef struct GuardConfig
+{
+	Oid			relid;			/* hash key: the relation the trigger fired on */
+	bool		valid;			/* false once a relcache invalidation hit it */
+	bool		protected;		/* false: relation is not protected */
+	Oid			protected_relid;	/* the table named in fencing.protected */
+	AttrNumber	fence_attnum;	/* fence column in this relation */
+	int			nkeys;			/* -1: row scope, 0: table scope, >0: key */
+	AttrNumber *key_attnums;	/* key columns in this relation */
+	FmgrInfo   *key_out;		/* their output functions */
+	bool		strict;
+	char	   *scope_name;
+	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
+} GuardConfig;
+
+extern GuardConfig *GetGuardConfig(Relation rel);
+extern void GuardConfigInit(void);
+
+/* scopes.c: the fences of key and table scopes, in fencing.scopes */
+extern char *BuildScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc tupdesc);
+extern char *ScopeKeyFromValues(int nkeys, Datum *values, bool *nulls, Oid *typids);
+extern bool ScopeCheckAndAdvance(const char *scope_name, const char *key,
+								 const Fence *token, bool strict, Fence *lost_to);
+extern void ScopesInit(void);
 
 /* ddl_guard.c */
 

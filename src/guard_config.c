@@ -1,0 +1,228 @@
+/*-------------------------------------------------------------------------
+ *
+ * guard_config.c
+ *	  What fencing.protected says of a relation, cached per relation for
+ *	  the guard trigger and invalidated by relcache callbacks.
+ *
+ * A partition is protected through its protected ancestor: its entry
+ * carries the ancestor's settings with the column numbers of the partition
+ * itself (they may differ from the parent's).  protect() and unprotect()
+ * send a relcache invalidation for every relation of the tree, which
+ * reaches every backend when they commit.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/partition.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "fencing.h"
+
+typedef struct GuardConfigEntry
+{
+	GuardConfig config;			/* config.relid is the hash key */
+	MemoryContext cxt;			/* holds what the config points to */
+} GuardConfigEntry;
+
+static HTAB *guard_configs = NULL;
+
+/* Relcache callback: mark the entry of relid (or all) invalid. */
+static void
+InvalidateGuardConfig(Datum arg pg_attribute_unused(), Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	GuardConfigEntry *entry;
+
+	if (guard_configs == NULL)
+		return;
+	if (OidIsValid(relid))
+	{
+		entry = hash_search(guard_configs, &relid, HASH_FIND, NULL);
+		if (entry != NULL)
+			entry->config.valid = false;
+		return;
+	}
+	hash_seq_init(&status, guard_configs);
+	while ((entry = hash_seq_search(&status)) != NULL)
+		entry->config.valid = false;
+}
+
+/* Register the relcache callback; called from _PG_init. */
+void
+GuardConfigInit(void)
+{
+	CacheRegisterRelcacheCallback(InvalidateGuardConfig, (Datum) 0);
+}
+
+/* Raise SF005 for a trigger whose table's settings cannot be used. */
+static void
+ReportBrokenGuard(Relation rel, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("the fencing guard of table \"%s\" is broken",
+					RelationGetRelationName(rel)),
+			 errdetail_internal("%s", detail),
+			 errhint("Call fencing.protect() on the table again to repair its settings, or fencing.unprotect() to remove the guard."),
+			 errtable(rel)));
+}
+
+/*
+ * Read the settings of relid from fencing.protected into entry; false when
+ * relid is not named there.  Runs inside SPI.
+ */
+static bool
+ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		keys;
+	char	   *fence_column;
+	GuardConfig *cfg = &entry->config;
+	MemoryContext oldcxt;
+	int			rc;
+
+	rc = SPI_execute_with_args("SELECT fence_column, key_columns, strict, scope_name "
+							   "FROM fencing.protected "
+							   "WHERE relid OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+		return false;
+
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	oldcxt = MemoryContextSwitchTo(entry->cxt);
+
+	cfg->protected = true;
+	cfg->protected_relid = relid;
+	fence_column = NameStr(*DatumGetName(SPI_getbinval(tup, desc, 1, &isnull)));
+	cfg->fence_attnum = get_attnum(RelationGetRelid(rel), fence_column);
+	if (cfg->fence_attnum <= 0 ||
+		get_atttype(RelationGetRelid(rel), cfg->fence_attnum) != FencingTypeOid())
+		ReportBrokenGuard(rel, psprintf("Its fence column \"%s\" is missing or not of type fencing.fence.",
+										fence_column));
+
+	keys = SPI_getbinval(tup, desc, 2, &isnull);
+	if (isnull)
+		cfg->nkeys = -1;
+	else
+	{
+		Datum	   *names;
+		int			i;
+
+		deconstruct_array(DatumGetArrayTypeP(keys), NAMEOID, NAMEDATALEN, false,
+						  TYPALIGN_CHAR, &names, NULL, &cfg->nkeys);
+		cfg->key_attnums = palloc(sizeof(AttrNumber) * Max(cfg->nkeys, 1));
+		cfg->key_out = palloc(sizeof(FmgrInfo) * Max(cfg->nkeys, 1));
+		for (i = 0; i < cfg->nkeys; i++)
+		{
+			const char *name = NameStr(*DatumGetName(names[i]));
+			Oid			func;
+			bool		isvarlena;
+
+			cfg->key_attnums[i] = get_attnum(RelationGetRelid(rel), name);
+			if (cfg->key_attnums[i] <= 0)
+				ReportBrokenGuard(rel, psprintf("Its key column \"%s\" is missing.", name));
+			getTypeOutputInfo(get_atttype(RelationGetRelid(rel), cfg->key_attnums[i]),
+							  &func, &isvarlena);
+			fmgr_info_cxt(func, &cfg->key_out[i], entry->cxt);
+		}
+	}
+	cfg->strict = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+	cfg->scope_name = TextDatumGetCString(SPI_getbinval(tup, desc, 4, &isnull));
+	MemoryContextSwitchTo(oldcxt);
+	return true;
+}
+
+/* Fill entry from fencing.protected for rel or its nearest protected ancestor. */
+static void
+LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
+{
+	GuardConfig *cfg = &entry->config;
+	Oid			relid = RelationGetRelid(rel);
+
+	if (entry->cxt != NULL)
+		MemoryContextDelete(entry->cxt);
+	entry->cxt = AllocSetContextCreate(CacheMemoryContext, "fencing guard config",
+									   ALLOCSET_SMALL_SIZES);
+	MemoryContextCopyAndSetIdentifier(entry->cxt, RelationGetRelationName(rel));
+	memset(cfg, 0, sizeof(GuardConfig));
+	cfg->relid = relid;
+	cfg->protected = false;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (!ReadProtectedRow(rel, relid, entry) && rel->rd_rel->relispartition)
+	{
+		ListCell   *lc;
+
+		foreach(lc, get_partition_ancestors(relid))
+			if (ReadProtectedRow(rel, lfirst_oid(lc), entry))
+				break;
+	}
+	SPI_finish();
+
+	if (cfg->protected)
+		cfg->stats = FencingStatsGetEntry(cfg->protected_relid);
+	cfg->valid = true;
+}
+
+/*
+ * The guard settings of rel.  Fails closed: a guard trigger on a relation
+ * that fencing.protected does not name raises SF005.
+ */
+GuardConfig *
+GetGuardConfig(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	GuardConfigEntry *entry;
+	bool		found;
+
+	if (guard_configs == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(GuardConfigEntry);
+		ctl.hcxt = CacheMemoryContext;
+		guard_configs = hash_create("fencing guard configs", 64, &ctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(guard_configs, &relid, HASH_ENTER, &found);
+	if (!found)
+	{
+		entry->cxt = NULL;
+		entry->config.valid = false;
+	}
+	if (!entry->config.valid)
+	{
+		PG_TRY();
+		{
+			LoadGuardConfig(rel, entry);
+		}
+		PG_CATCH();
+		{
+			entry->config.valid = false;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
+	if (!entry->config.protected)
+		ReportBrokenGuard(rel, "The table has a fencing trigger but fencing.protected does not list it.");
+	return &entry->config;
+}

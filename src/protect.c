@@ -1,0 +1,550 @@
+/*-------------------------------------------------------------------------
+ *
+ * protect.c
+ *	  fencing.protect() and fencing.unprotect(): install and remove the
+ *	  guard triggers of a table, and record its settings in
+ *	  fencing.protected.
+ *
+ * Written in C rather than as a SECURITY DEFINER function because two
+ * identities are needed: the caller's, to check that the caller owns the
+ * table and to create the triggers; and the extension owner's, to write
+ * fencing.protected and fencing.scopes, which no other role may write.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "fencing.h"
+
+PG_FUNCTION_INFO_V1(fencing_protect);
+PG_FUNCTION_INFO_V1(fencing_unprotect);
+
+bool		FencingDdlGuardSuspended = false;
+
+/* The OID of schema fencing (fixed by the control file). */
+Oid
+FencingSchemaOid(void)
+{
+	return get_namespace_oid("fencing", false);
+}
+
+/* The OID of type fencing.fence. */
+Oid
+FencingTypeOid(void)
+{
+	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+						   CStringGetDatum("fence"),
+						   ObjectIdGetDatum(FencingSchemaOid()));
+}
+
+/* The extension's owner: the owner of its catalog table. */
+Oid
+FencingOwnerOid(void)
+{
+	Oid			relid = get_relname_relid("protected", FencingSchemaOid());
+	HeapTuple	tup;
+	Oid			owner;
+
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* Run one SQL command through SPI; elog on an unexpected result code. */
+static void
+RunSql(const char *sql, int expected)
+{
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
+			 SPI_result_code_string(rc));
+}
+
+/* The relation and, for a partitioned table, all its partitions. */
+static List *
+RelationTree(Relation rel)
+{
+	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
+		return find_all_inheritors(RelationGetRelid(rel), ShareRowExclusiveLock, NULL);
+	return list_make1_oid(RelationGetRelid(rel));
+}
+
+/* Check that the current user owns rel and that rel can be protected. */
+static void
+CheckProtectable(Relation rel, const char *action)
+{
+	char		relkind = rel->rd_rel->relkind;
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("cannot %s \"%s\"", action, RelationGetRelationName(rel)),
+				 errdetail("Only tables and partitioned tables can be protected by fencing.")));
+	if (!pg_class_ownercheck(RelationGetRelid(rel), GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(relkind),
+					   RelationGetRelationName(rel));
+}
+
+/* Is relid named in fencing.protected?  Runs inside SPI. */
+static bool
+IsProtected(Oid relid)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	int			rc;
+
+	rc = SPI_execute_with_args("SELECT 1 FROM fencing.protected "
+							   "WHERE relid OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s",
+			 SPI_result_code_string(rc));
+	return SPI_processed > 0;
+}
+
+/* Validate the column named colname of rel; return its attnum. */
+static AttrNumber
+CheckColumn(Relation rel, const char *colname, bool must_be_fence)
+{
+	AttrNumber	attnum = get_attnum(RelationGetRelid(rel), colname);
+
+	if (attnum == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of table \"%s\" does not exist",
+						colname, RelationGetRelationName(rel))));
+	if (attnum < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("system column \"%s\" cannot be used by fencing", colname)));
+	if (must_be_fence &&
+		get_atttype(RelationGetRelid(rel), attnum) != FencingTypeOid())
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of table \"%s\" is not of type fencing.fence",
+						colname, RelationGetRelationName(rel)),
+				 errdetail("Column \"%s\" is of type %s.", colname,
+						   format_type_be(get_atttype(RelationGetRelid(rel), attnum))),
+				 errhint("Add a column of type fencing.fence: ALTER TABLE %s ADD COLUMN fence fencing.fence;",
+						 quote_identifier(RelationGetRelationName(rel)))));
+	return attnum;
+}
+
+/* The schema-qualified, quoted name of a relation. */
+static char *
+QualifiedName(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/* Drop trigger name of relid, if it is there. */
+static void
+DropTrigger(Oid relid, const char *name)
+{
+	if (OidIsValid(get_trigger_oid(relid, name, true)))
+		RunSql(psprintf("DROP TRIGGER %s ON %s", name, QualifiedName(relid)),
+			   SPI_OK_UTILITY);
+}
+
+/* Drop and recreate the guard triggers on every relation of the tree. */
+static void
+InstallTriggers(Oid relid, List *tree)
+{
+	char	   *qname = QualifiedName(relid);
+	ListCell   *lc;
+
+	DropTrigger(relid, FENCING_GUARD_TRIGGER);
+	RunSql(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
+					" BEFORE INSERT OR UPDATE OR DELETE ON %s"
+					" FOR EACH ROW EXECUTE FUNCTION fencing.guard()", qname),
+		   SPI_OK_UTILITY);
+
+	/*
+	 * Statement triggers are not inherited by partitions, so TRUNCATE is
+	 * guarded on each of them; the DDL guard adds it to partitions created
+	 * or attached later.  The row trigger is cloned to partitions.
+	 */
+	foreach(lc, tree)
+	{
+		char	   *qpart = QualifiedName(lfirst_oid(lc));
+
+		DropTrigger(lfirst_oid(lc), FENCING_TRUNCATE_TRIGGER);
+		RunSql(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
+						" BEFORE TRUNCATE ON %s"
+						" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
+						qpart),
+			   SPI_OK_UTILITY);
+		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER
+						", ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER, qpart),
+			   SPI_OK_UTILITY);
+	}
+}
+
+/* Drop the guard triggers from every relation of the tree. */
+static void
+RemoveTriggers(Oid relid, List *tree)
+{
+	ListCell   *lc;
+
+	DropTrigger(relid, FENCING_GUARD_TRIGGER);
+	foreach(lc, tree)
+		DropTrigger(lfirst_oid(lc), FENCING_TRUNCATE_TRIGGER);
+}
+
+/* Run fn, our own trigger DDL, with the DDL guard suspended. */
+static void
+RunTriggerDdl(void (*fn) (Oid, List *), Oid relid, List *tree)
+{
+	FencingDdlGuardSuspended = true;
+	PG_TRY();
+	{
+		fn(relid, tree);
+	}
+	PG_FINALLY();
+	{
+		FencingDdlGuardSuspended = false;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Seed the scope fences from the rows already in the table, so that a write
+ * older than a fence already stored in a row is refused from the start.
+ * Runs inside SPI: reads the table as the caller, writes fencing.scopes as
+ * the extension owner.
+ */
+static void
+SeedScopes(Oid relid, int nkeys, Datum *keynames, const char *fence_column,
+		   const char *scope_name)
+{
+	StringInfoData sql;
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, FencingTypeOid()};
+	SPIPlanPtr	upsert;
+	Portal		portal;
+	Oid			save_userid;
+	int			save_sec_context;
+	int			i;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(NameStr(*DatumGetName(keynames[i]))));
+	appendStringInfo(&sql, "fencing.max(%s) FROM %s",
+					 quote_identifier(fence_column), QualifiedName(relid));
+	if (nkeys > 0)
+	{
+		appendStringInfoString(&sql, " GROUP BY ");
+		for (i = 0; i < nkeys; i++)
+			appendStringInfo(&sql, "%s%d", i > 0 ? ", " : "", i + 1);
+	}
+
+	upsert = SPI_prepare("INSERT INTO fencing.scopes AS s (scope_name, key, fence) "
+						 "VALUES ($1, $2, $3) ON CONFLICT (scope_name, key) "
+						 "DO UPDATE SET fence = EXCLUDED.fence "
+						 "WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence",
+						 3, argtypes);
+	if (upsert == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+
+	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		uint64		row;
+
+		SPITupleTable *batch;
+		uint64		nrows;
+
+		SPI_cursor_fetch(portal, true, 1000);
+		/* the upserts below replace SPI_tuptable: keep the batch */
+		batch = SPI_tuptable;
+		nrows = SPI_processed;
+		if (nrows == 0)
+			break;
+		for (row = 0; row < nrows; row++)
+		{
+			HeapTuple	tup = batch->vals[row];
+			TupleDesc	desc = batch->tupdesc;
+			Datum	   *values = palloc(sizeof(Datum) * (nkeys + 1));
+			bool	   *nulls = palloc(sizeof(bool) * (nkeys + 1));
+			Oid		   *types = palloc(sizeof(Oid) * (nkeys + 1));
+			Datum		args[3];
+			bool		fence_null;
+			int			rc;
+
+			for (i = 0; i <= nkeys; i++)
+			{
+				values[i] = SPI_getbinval(tup, desc, i + 1, &nulls[i]);
+				types[i] = SPI_gettypeid(desc, i + 1);
+			}
+			fence_null = nulls[nkeys];
+			if (fence_null)
+				continue;
+			args[0] = CStringGetTextDatum(scope_name);
+			args[1] = CStringGetTextDatum(ScopeKeyFromValues(nkeys, values, nulls, types));
+			args[2] = values[nkeys];
+			GetUserIdAndSecContext(&save_userid, &save_sec_context);
+			SetUserIdAndSecContext(FencingOwnerOid(),
+								   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+			rc = SPI_execute_plan(upsert, args, NULL, false, 0);
+			SetUserIdAndSecContext(save_userid, save_sec_context);
+			if (rc != SPI_OK_INSERT)
+				elog(ERROR, "could not seed fencing.scopes: %s",
+					 SPI_result_code_string(rc));
+		}
+		SPI_freetuptable(batch);
+	}
+	SPI_cursor_close(portal);
+}
+
+/* Invalidate the cached guard settings of every relation of the tree. */
+static void
+InvalidateTree(List *tree)
+{
+	ListCell   *lc;
+
+	foreach(lc, tree)
+		CacheInvalidateRelcacheByRelid(lfirst_oid(lc));
+}
+
+/*
+ * fencing.protect(tbl, fence_column, key_columns, strict, scope_name):
+ * install the guard and record the settings; a second call changes them.
+ */
+Datum
+fencing_protect(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *fence_column;
+	Datum		keyarray = (Datum) 0;
+	Datum	   *keynames = NULL;
+	int			nkeys = -1;
+	bool		strict;
+	char	   *scope_name;
+	Relation	rel;
+	List	   *tree;
+	ListCell   *lc;
+	Oid			save_userid;
+	int			save_sec_context;
+	int			i;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("table must not be null")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("fence_column must not be null")));
+	if (PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("strict must not be null")));
+	relid = PG_GETARG_OID(0);
+	fence_column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
+	strict = PG_GETARG_BOOL(3);
+
+	rel = table_open(relid, ShareRowExclusiveLock);
+	CheckProtectable(rel, "protect");
+	CheckColumn(rel, fence_column, true);
+
+	if (!PG_ARGISNULL(2))
+	{
+		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(2);
+
+		keyarray = PointerGetDatum(arr);
+		if (ARR_NDIM(arr) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("key_columns must be a one-dimensional array")));
+		if (array_contains_nulls(arr))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("key_columns must not contain nulls")));
+		deconstruct_array(arr, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR,
+						  &keynames, NULL, &nkeys);
+		if (nkeys > INDEX_MAX_KEYS)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many key columns: %d", nkeys),
+					 errdetail("A key scope has at most %d columns.", INDEX_MAX_KEYS)));
+		for (i = 0; i < nkeys; i++)
+		{
+			const char *name = NameStr(*DatumGetName(keynames[i]));
+			int			j;
+
+			CheckColumn(rel, name, false);
+			if (strcmp(name, fence_column) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("the fence column \"%s\" cannot be a key column", name)));
+			for (j = 0; j < i; j++)
+				if (strcmp(name, NameStr(*DatumGetName(keynames[j]))) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_DUPLICATE_COLUMN),
+							 errmsg("key column \"%s\" is listed twice", name)));
+		}
+	}
+
+	if (PG_ARGISNULL(4))
+		scope_name = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												RelationGetRelationName(rel));
+	else
+	{
+		scope_name = text_to_cstring(PG_GETARG_TEXT_PP(4));
+		if (scope_name[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("scope_name must not be empty"),
+					 errhint("Pass NULL to use the table's qualified name.")));
+	}
+
+	tree = RelationTree(rel);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* one protection per partition tree */
+	if (rel->rd_rel->relispartition)
+	{
+		foreach(lc, get_partition_ancestors(relid))
+			if (IsProtected(lfirst_oid(lc)))
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("partition \"%s\" is already protected through \"%s\"",
+								RelationGetRelationName(rel), get_rel_name(lfirst_oid(lc))),
+						 errhint("Change the settings on \"%s\" instead.",
+								 get_rel_name(lfirst_oid(lc)))));
+	}
+	foreach(lc, tree)
+		if (lfirst_oid(lc) != relid && IsProtected(lfirst_oid(lc)))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("partition \"%s\" of \"%s\" is protected on its own",
+							get_rel_name(lfirst_oid(lc)), RelationGetRelationName(rel)),
+					 errhint("Call fencing.unprotect('%s') first.",
+							 get_rel_name(lfirst_oid(lc)))));
+
+	/*
+	 * The triggers, as the caller, who owns the table.  Our own reference to
+	 * the relation must be gone for ALTER TABLE; the lock stays.
+	 */
+	table_close(rel, NoLock);
+	RunTriggerDdl(InstallTriggers, relid, tree);
+
+	/* the catalog, as the extension owner */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(FencingOwnerOid(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	{
+		Oid			argtypes[5] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID};
+		Datum		values[5];
+		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+		int			rc;
+
+		values[0] = ObjectIdGetDatum(relid);
+		values[1] = PG_GETARG_DATUM(1);
+		values[2] = keyarray;
+		if (nkeys < 0)
+			nulls[2] = 'n';
+		values[3] = BoolGetDatum(strict);
+		values[4] = CStringGetTextDatum(scope_name);
+		rc = SPI_execute_with_args("INSERT INTO fencing.protected AS p "
+								   "(relid, fence_column, key_columns, strict, scope_name) "
+								   "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (relid) DO UPDATE "
+								   "SET fence_column = EXCLUDED.fence_column, "
+								   "key_columns = EXCLUDED.key_columns, "
+								   "strict = EXCLUDED.strict, "
+								   "scope_name = EXCLUDED.scope_name",
+								   5, argtypes, values, nulls, false, 0);
+		if (rc != SPI_OK_INSERT)
+			elog(ERROR, "could not record the protection: %s",
+				 SPI_result_code_string(rc));
+	}
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
+	if (nkeys >= 0)
+		SeedScopes(relid, nkeys, keynames, fence_column, scope_name);
+
+	SPI_finish();
+	InvalidateTree(tree);
+	PG_RETURN_VOID();
+}
+
+/* fencing.unprotect(tbl): remove the guard and the recorded settings. */
+Datum
+fencing_unprotect(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	Relation	rel;
+	List	   *tree;
+	Oid			save_userid;
+	int			save_sec_context;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("table must not be null")));
+	relid = PG_GETARG_OID(0);
+	rel = table_open(relid, ShareRowExclusiveLock);
+	CheckProtectable(rel, "unprotect");
+	tree = RelationTree(rel);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (!IsProtected(relid))
+	{
+		ereport(NOTICE,
+				(errmsg("table \"%s\" is not protected, skipping",
+						RelationGetRelationName(rel))));
+		SPI_finish();
+		table_close(rel, NoLock);
+		PG_RETURN_VOID();
+	}
+
+	table_close(rel, NoLock);
+	RunTriggerDdl(RemoveTriggers, relid, tree);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(FencingOwnerOid(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	{
+		Oid			argtypes[1] = {OIDOID};
+		Datum		values[1] = {ObjectIdGetDatum(relid)};
+		int			rc;
+
+		rc = SPI_execute_with_args("DELETE FROM fencing.protected "
+								   "WHERE relid OPERATOR(pg_catalog.=) $1",
+								   1, argtypes, values, NULL, false, 0);
+		if (rc != SPI_OK_DELETE)
+			elog(ERROR, "could not remove the protection: %s",
+				 SPI_result_code_string(rc));
+	}
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
+	SPI_finish();
+	InvalidateTree(tree);
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,367 @@
+/*-------------------------------------------------------------------------
+ *
+ * scopes.c
+ *	  The fences of key and table scopes: how a scope key is spelled, and
+ *	  the atomic check-and-advance of a scope's row in fencing.scopes.
+ *
+ * A key is the JSON array of the text forms of the key columns' values,
+ * for example ["acct-1"] or ["acct-1","EUR"] ([] for table scope, null for
+ * a NULL value), so that two tables whose key columns have the same values
+ * share a fence whatever the column types, and no two keys collide.
+ *
+ * The check is one INSERT ... ON CONFLICT DO UPDATE ... WHERE fence < token:
+ * it creates the scope row for a new key, or locks the existing row (the
+ * newest version of it, whatever the snapshot; REPEATABLE READ fails with
+ * 40001 when that version is not visible) and advances it.  Two writers of
+ * a brand-new key serialise on the unique index.  Nothing but the scope
+ * row is locked.
+ *
+ * Once this transaction has advanced a scope, it holds that row's lock
+ * until it ends, so a per-transaction cache can answer repeat writes with
+ * the same token (a bulk COPY into one account) without touching the table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "fencing.h"
+
+/* Saved plans: [0] strict (advance on >), [1] not strict (advance on >=) */
+static SPIPlanPtr upsert_plans[2] = {NULL, NULL};
+static SPIPlanPtr select_plan = NULL;
+static Oid	plans_fence_type = InvalidOid;
+
+/* The per-transaction cache of scopes this transaction has advanced */
+typedef struct ScopeCacheEntry
+{
+	uint64		hash;			/* hash key */
+	char	   *scope_name;
+	char	   *key;
+	Fence		fence;			/* the fence we advanced it to, and hold */
+} ScopeCacheEntry;
+
+static MemoryContext scope_cache_cxt = NULL;
+static HTAB *scope_cache = NULL;
+
+/* Append the JSON-array key of the given values to buf. */
+static void
+AppendScopeKey(StringInfo buf, int nkeys, Datum *values, bool *nulls,
+			   FmgrInfo *out)
+{
+	int			i;
+
+	appendStringInfoChar(buf, '[');
+	for (i = 0; i < nkeys; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(buf, ',');
+		if (nulls[i])
+			appendStringInfoString(buf, "null");
+		else
+			escape_json(buf, OutputFunctionCall(&out[i], values[i]));
+	}
+	appendStringInfoChar(buf, ']');
+}
+
+/* The scope key of a row of a protected relation, with cached functions. */
+char *
+BuildScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc tupdesc)
+{
+	StringInfoData buf;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		nulls[INDEX_MAX_KEYS];
+	int			i;
+
+	for (i = 0; i < cfg->nkeys; i++)
+		values[i] = heap_getattr(tuple, cfg->key_attnums[i], tupdesc, &nulls[i]);
+	initStringInfo(&buf);
+	AppendScopeKey(&buf, cfg->nkeys, values, nulls, cfg->key_out);
+	return buf.data;
+}
+
+/* The scope key of arbitrary values (slow path: looks up the functions). */
+char *
+ScopeKeyFromValues(int nkeys, Datum *values, bool *nulls, Oid *typids)
+{
+	StringInfoData buf;
+	FmgrInfo   *out = palloc(sizeof(FmgrInfo) * Max(nkeys, 1));
+	int			i;
+
+	for (i = 0; i < nkeys; i++)
+	{
+		Oid			func;
+		bool		isvarlena;
+
+		getTypeOutputInfo(typids[i], &func, &isvarlena);
+		fmgr_info(func, &out[i]);
+	}
+	initStringInfo(&buf);
+	AppendScopeKey(&buf, nkeys, values, nulls, out);
+	return buf.data;
+}
+
+/* Forget the cache: its entries are no longer backed by locks we hold. */
+static void
+ResetScopeCache(void)
+{
+	scope_cache = NULL;
+	scope_cache_cxt = NULL;
+}
+
+/* Transaction end: the cache lived in TopTransactionContext. */
+static void
+ScopeCacheXactCallback(XactEvent event, void *arg pg_attribute_unused())
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			ResetScopeCache();
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * Subtransaction abort: what it advanced is rolled back and its locks
+ * released.  Dropping the whole cache is conservative and cheap.
+ */
+static void
+ScopeCacheSubXactCallback(SubXactEvent event,
+						  SubTransactionId mySubid pg_attribute_unused(),
+						  SubTransactionId parentSubid pg_attribute_unused(),
+						  void *arg pg_attribute_unused())
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB && scope_cache_cxt != NULL)
+	{
+		MemoryContextDelete(scope_cache_cxt);
+		ResetScopeCache();
+	}
+}
+
+/* Register the callbacks of the cache; called from _PG_init. */
+void
+ScopesInit(void)
+{
+	RegisterXactCallback(ScopeCacheXactCallback, NULL);
+	RegisterSubXactCallback(ScopeCacheSubXactCallback, NULL);
+}
+
+/* Hash of a (scope_name, key) pair. */
+static uint64
+ScopeHash(const char *scope_name, const char *key)
+{
+	uint64		h1 = hash_bytes_extended((const unsigned char *) scope_name,
+										 strlen(scope_name), 0);
+
+	return hash_bytes_extended((const unsigned char *) key, strlen(key), h1);
+}
+
+/* Find the cached entry of a scope, or NULL. */
+static ScopeCacheEntry *
+LookupScopeCache(uint64 hash, const char *scope_name, const char *key)
+{
+	ScopeCacheEntry *entry;
+
+	if (scope_cache == NULL)
+		return NULL;
+	entry = hash_search(scope_cache, &hash, HASH_FIND, NULL);
+	if (entry == NULL || strcmp(entry->scope_name, scope_name) != 0 ||
+		strcmp(entry->key, key) != 0)
+		return NULL;
+	return entry;
+}
+
+/* Remember that this transaction holds the scope at fence. */
+static void
+RememberScope(uint64 hash, const char *scope_name, const char *key,
+			  const Fence *fence)
+{
+	ScopeCacheEntry *entry;
+	bool		found;
+
+	if (scope_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		scope_cache_cxt = AllocSetContextCreate(TopTransactionContext,
+												"fencing scope cache",
+												ALLOCSET_SMALL_SIZES);
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(ScopeCacheEntry);
+		ctl.hcxt = scope_cache_cxt;
+		scope_cache = hash_create("fencing scope cache", 64, &ctl,
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	entry = hash_search(scope_cache, &hash, HASH_ENTER, &found);
+	if (!found || strcmp(entry->scope_name, scope_name) != 0 ||
+		strcmp(entry->key, key) != 0)
+	{
+		/* a new entry, or a hash collision: the newest one wins */
+		entry->scope_name = MemoryContextStrdup(scope_cache_cxt, scope_name);
+		entry->key = MemoryContextStrdup(scope_cache_cxt, key);
+	}
+	entry->fence = *fence;
+}
+
+/* Prepare and keep the plans; again if the extension was recreated. */
+static void
+PreparePlans(void)
+{
+	Oid			fence_type = FencingTypeOid();
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, fence_type};
+	static const char *const upsert_sql[2] = {
+		"INSERT INTO fencing.scopes AS s (scope_name, key, fence) "
+		"VALUES ($1, $2, $3) ON CONFLICT (scope_name, key) "
+		"DO UPDATE SET fence = EXCLUDED.fence "
+		"WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence",
+		"INSERT INTO fencing.scopes AS s (scope_name, key, fence) "
+		"VALUES ($1, $2, $3) ON CONFLICT (scope_name, key) "
+		"DO UPDATE SET fence = EXCLUDED.fence "
+		"WHERE s.fence OPERATOR(fencing.<=) EXCLUDED.fence"
+	};
+	int			i;
+
+	if (plans_fence_type == fence_type && select_plan != NULL)
+		return;
+	for (i = 0; i < 2; i++)
+	{
+		if (upsert_plans[i] != NULL)
+			SPI_freeplan(upsert_plans[i]);
+		upsert_plans[i] = SPI_prepare(upsert_sql[i], 3, argtypes);
+		if (upsert_plans[i] == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(upsert_plans[i]);
+	}
+	if (select_plan != NULL)
+		SPI_freeplan(select_plan);
+	select_plan = SPI_prepare("SELECT fence, xmin FROM fencing.scopes "
+							  "WHERE scope_name OPERATOR(pg_catalog.=) $1 "
+							  "AND key OPERATOR(pg_catalog.=) $2",
+							  2, argtypes);
+	if (select_plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(select_plan);
+	plans_fence_type = fence_type;
+}
+
+/*
+ * Check token against the fence of (scope_name, key) and advance it.
+ *
+ * Returns true when the write is accepted: token is newer than the scope's
+ * fence (strict: >, else >=), or equal to it and this transaction wrote
+ * the scope with it.  Returns false otherwise, with *lost_to set to the
+ * fence that won.  Runs the SQL as the extension owner: no other role may
+ * write fencing.scopes.
+ */
+bool
+ScopeCheckAndAdvance(const char *scope_name, const char *key,
+					 const Fence *token, bool strict, Fence *lost_to)
+{
+	uint64		hash = ScopeHash(scope_name, key);
+	ScopeCacheEntry *cached = LookupScopeCache(hash, scope_name, key);
+	Datum		args[3];
+	Oid			save_userid;
+	int			save_sec_context;
+	bool		accepted;
+	int			rc;
+
+	if (cached != NULL)
+	{
+		int			cmp = FenceCmp(token, &cached->fence);
+
+		/* we hold the row lock: the cached fence is the scope's fence */
+		if (cmp == 0)
+			return true;
+		if (cmp < 0)
+		{
+			*lost_to = cached->fence;
+			return false;
+		}
+	}
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(FencingOwnerOid(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PreparePlans();
+
+	args[0] = CStringGetTextDatum(scope_name);
+	args[1] = CStringGetTextDatum(key);
+	args[2] = FencePGetDatum(token);
+	rc = SPI_execute_plan(upsert_plans[strict ? 0 : 1], args, NULL, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "could not advance fencing.scopes: %s", SPI_result_code_string(rc));
+
+	if (SPI_processed == 1)
+		accepted = true;
+	else
+	{
+		/*
+		 * The row exists, its fence beat the token, and ON CONFLICT has
+		 * locked it: read it to tell a repeat write of this transaction
+		 * from a stale one.
+		 */
+		HeapTuple	tup;
+		bool		isnull;
+		TransactionId xmin;
+
+		rc = SPI_execute_plan(select_plan, args, NULL, false, 1);
+		if (rc != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "scope row of \"%s\" key %s vanished", scope_name, key);
+		tup = SPI_tuptable->vals[0];
+		*lost_to = *DatumGetFenceP(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		xmin = DatumGetTransactionId(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+		accepted = FenceCmp(token, lost_to) == 0 &&
+			TransactionIdIsCurrentTransactionId(xmin);
+	}
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
+	if (accepted)
+		RememberScope(hash, scope_name, key, token);
+	return accepted;
+}
+
+PG_FUNCTION_INFO_V1(fencing_scope_key);
+
+/*
+ * fencing.scope_key(VARIADIC text[]): the key of fencing.scopes for these
+ * values, so that an operator can find a scope's fence.
+ */
+Datum
+fencing_scope_key(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
+	Datum	   *values;
+	bool	   *nulls;
+	Oid		   *typids;
+	int			n;
+	int			i;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &values, &nulls, &n);
+	typids = palloc(sizeof(Oid) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		typids[i] = TEXTOID;
+	PG_RETURN_TEXT_P(cstring_to_text(ScopeKeyFromValues(n, values, nulls, typids)));
+}
