@@ -30,7 +30,7 @@ REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass
 
 REGRESS_STATS = stats
 
-REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security
+REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
 
 REGRESS_LEASE =
 

@@ -32,7 +32,7 @@ RESET ROLE;
 -- Which functions PUBLIC may call.
 SELECT p.proname, p.prosecdef, has_function_privilege('regress_idem_app', p.oid, 'EXECUTE') AS app_may_call
   FROM pg_proc AS p
- WHERE p.pronamespace = 'fencing'::regnamespace AND p.proname LIKE 'idem%'
+ WHERE p.pronamespace = 'fencing'::regnamespace AND p.proname LIKE 'idem\_%'
  ORDER BY p.proname;
 
 -- A hostile search_path: a schema of the caller's, first on the path,
