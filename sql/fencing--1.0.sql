@@ -338,7 +338,9 @@ CREATE TABLE @extschema@.idempotency_keys (
     expires_at      timestamptz NOT NULL,
     created_at      timestamptz NOT NULL,
     updated_at      timestamptz NOT NULL
-);
+) WITH (fillfactor = 80);
+-- fillfactor: room on the page, so that checkpoint, complete and abandon
+-- (which change no indexed column) are HOT updates: no index entries.
 CREATE INDEX idempotency_keys_expires_at_idx
     ON @extschema@.idempotency_keys (expires_at);
 
