@@ -11,12 +11,14 @@
  * the predecessor can no longer record a result (SF001).
  *
  * Serialisation.  idem_begin() inserts with ON CONFLICT DO NOTHING and,
- * when the key exists, locks its row with SELECT ... FOR UPDATE.  Two
- * calls for one key therefore never both claim it and never surface a
- * unique violation: under READ COMMITTED the second waits in the unique
- * index for the first inserter's transaction, or on the row lock of an
- * updater, and then reads what the first left behind (done, running
- * with a live lease, or nothing after a rollback).  No advisory locks:
+ * when the key exists, reads its row; to change it (resume, or replace
+ * an expired key) it locks the row with SELECT ... FOR UPDATE and
+ * decides again on the locked version.  Two calls for one key therefore
+ * never both claim it and never surface a unique violation: under READ
+ * COMMITTED the second waits in the unique index for the first
+ * inserter's transaction, or on the row lock of an updater, and then
+ * reads what the first left behind (done, running with a live lease, or
+ * nothing after a rollback).  Replays take no lock.  No advisory locks:
  * a transaction may begin any number of keys without filling the lock
  * table.  With wait => false the row is locked with NOWAIT and the
  * insertion runs with lock_timeout = 1ms, so that any wait for another
@@ -47,9 +49,7 @@
 
 #include "access/htup_details.h"
 #include "access/relation.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -77,6 +77,7 @@ PG_FUNCTION_INFO_V1(idem_abandon);
 typedef enum IdemQuery
 {
 	IDEM_Q_INSERT,
+	IDEM_Q_PEEK,
 	IDEM_Q_SELECT,
 	IDEM_Q_SELECT_NOWAIT,
 	IDEM_Q_RECREATE,
@@ -118,6 +119,14 @@ static const IdemQueryDef IdemQueries[IDEM_NUM_QUERIES] = {
 		" ON CONFLICT (key) DO NOTHING"
 		" RETURNING claim",
 		5, {TEXTOID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	},
+	/* IDEM_Q_PEEK: $1 key; the row as committed, without a lock */
+	{
+		"SELECT request_hash, state, result, claim, recovery_point,"
+		" locked_until, expires_at"
+		" FROM fencing.idempotency_keys"
+		" WHERE key OPERATOR(pg_catalog.=) $1",
+		1, {TEXTOID}
 	},
 	/* IDEM_Q_SELECT: $1 key */
 	{
@@ -203,7 +212,7 @@ static const IdemQueryDef IdemQueries[IDEM_NUM_QUERIES] = {
 
 static SPIPlanPtr IdemPlans[IDEM_NUM_QUERIES];
 
-/* Columns of IDEM_Q_SELECT */
+/* Columns of IDEM_Q_PEEK and IDEM_Q_SELECT */
 #define SEL_REQUEST_HASH	1
 #define SEL_STATE			2
 #define SEL_RESULT			3
@@ -496,9 +505,13 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 	for (attempt = 0; outcome == NULL; attempt++)
 	{
 		Datum		args[5];
+		Datum		resume_args[4];
 		bool		isnull;
+		bool		locked;
 		bytea	   *row_hash;
 		char	   *state;
+		Datum		lu;
+		bool		lu_null;
 
 		recovery_point_null = true;
 		result_null = true;
@@ -524,61 +537,74 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 			break;
 		}
 
-		/* The key exists: lock its row, or learn that it was purged. */
-		if (wait)
-			IdemExecute(IDEM_Q_SELECT, args, NULL, SPI_OK_SELECT);
-		else
-			IdemExecuteNoWait(IDEM_Q_SELECT_NOWAIT, args, SPI_OK_SELECT,
-							  false, key);
-		if (SPI_processed == 0)
-			continue;
-
-		/* An expired key counts as absent: a new incarnation replaces it. */
-		if (DatumGetTimestampTz(IdemColumn(SEL_EXPIRES_AT, &isnull)) <= now)
+		/*
+		 * The key exists.  Read its row; lock it only to change it (a
+		 * replay or a refusal needs no lock, and replays of one key must
+		 * not queue behind each other), then decide again on the locked
+		 * version, which may have moved on meanwhile.
+		 */
+		for (locked = false;; locked = true)
 		{
-			IdemExecute(IDEM_Q_RECREATE, args, NULL, SPI_OK_UPDATE_RETURNING);
+			if (!locked)
+				IdemExecute(IDEM_Q_PEEK, args, NULL, SPI_OK_SELECT);
+			else if (wait)
+				IdemExecute(IDEM_Q_SELECT, args, NULL, SPI_OK_SELECT);
+			else
+				IdemExecuteNoWait(IDEM_Q_SELECT_NOWAIT, args, SPI_OK_SELECT,
+								  false, key);
 			if (SPI_processed == 0)
-				continue;
-			outcome = "started";
-			claim = IdemColumn(1, &isnull);
-			break;
-		}
+				break;			/* purged meanwhile: insert again */
 
-		key_s = text_to_cstring(key);
-		row_hash = DatumGetByteaPP(IdemColumn(SEL_REQUEST_HASH, &isnull));
-		if (VARSIZE_ANY_EXHDR(row_hash) != VARSIZE_ANY_EXHDR(hash) ||
-			memcmp(VARDATA_ANY(row_hash), VARDATA_ANY(hash),
-				   VARSIZE_ANY_EXHDR(hash)) != 0)
-			ReportReused(key_s);
+			/* An expired key counts as absent: a new incarnation replaces it */
+			if (DatumGetTimestampTz(IdemColumn(SEL_EXPIRES_AT, &isnull)) <= now)
+			{
+				if (!locked)
+					continue;
+				IdemExecute(IDEM_Q_RECREATE, args, NULL,
+							SPI_OK_UPDATE_RETURNING);
+				outcome = "started";
+				claim = IdemColumn(1, &isnull);
+				break;
+			}
 
-		state = TextDatumGetCString(IdemColumn(SEL_STATE, &isnull));
-		recovery_point = IdemColumn(SEL_RECOVERY_POINT, &recovery_point_null);
-		if (strcmp(state, "done") == 0)
-		{
-			outcome = "done";
-			result = IdemColumn(SEL_RESULT, &result_null);
-			expires_at = DatumGetTimestampTz(IdemColumn(SEL_EXPIRES_AT, &isnull));
-			break;
-		}
+			key_s = text_to_cstring(key);
+			row_hash = DatumGetByteaPP(IdemColumn(SEL_REQUEST_HASH, &isnull));
+			if (VARSIZE_ANY_EXHDR(row_hash) != VARSIZE_ANY_EXHDR(hash) ||
+				memcmp(VARDATA_ANY(row_hash), VARDATA_ANY(hash),
+					   VARSIZE_ANY_EXHDR(hash)) != 0)
+				ReportReused(key_s);
 
-		/* Running: a live lease keeps the key; a lapsed one gives it up. */
-		{
-			Datum		lu = IdemColumn(SEL_LOCKED_UNTIL, &isnull);
+			state = TextDatumGetCString(IdemColumn(SEL_STATE, &isnull));
+			recovery_point = IdemColumn(SEL_RECOVERY_POINT,
+										&recovery_point_null);
+			if (strcmp(state, "done") == 0)
+			{
+				outcome = "done";
+				result = IdemColumn(SEL_RESULT, &result_null);
+				expires_at = DatumGetTimestampTz(IdemColumn(SEL_EXPIRES_AT,
+															&isnull));
+				break;
+			}
 
-			if (!isnull && DatumGetTimestampTz(lu) > now)
+			/* Running: a live lease keeps the key; a lapsed one frees it */
+			lu = IdemColumn(SEL_LOCKED_UNTIL, &lu_null);
+			if (!lu_null && DatumGetTimestampTz(lu) > now)
 				ReportInProgress(key_s,
 								 DatumGetFenceP(IdemColumn(SEL_CLAIM, &isnull)));
-		}
+			if (!locked)
+				continue;
 
-		args[1] = TimestampTzGetDatum(now);
-		args[2] = TimestampTzGetDatum(locked_until);
-		args[3] = TimestampTzGetDatum(expires_at);
-		IdemExecute(IDEM_Q_RESUME, args, NULL, SPI_OK_UPDATE_RETURNING);
-		if (SPI_processed == 0)
-			continue;
-		outcome = "resumed";
-		claim = IdemColumn(1, &isnull);
-		expires_at = DatumGetTimestampTz(IdemColumn(2, &isnull));
+			resume_args[0] = PointerGetDatum(key);
+			resume_args[1] = TimestampTzGetDatum(now);
+			resume_args[2] = TimestampTzGetDatum(locked_until);
+			resume_args[3] = TimestampTzGetDatum(expires_at);
+			IdemExecute(IDEM_Q_RESUME, resume_args, NULL,
+						SPI_OK_UPDATE_RETURNING);
+			outcome = "resumed";
+			claim = IdemColumn(1, &isnull);
+			expires_at = DatumGetTimestampTz(IdemColumn(2, &isnull));
+			break;
+		}
 	}
 
 	/* Copy the answer out of SPI's memory before SPI_finish() frees it. */

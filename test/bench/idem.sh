@@ -11,10 +11,11 @@
 #          idem_complete(key, token, result); COMMIT;
 #
 # in two client styles: "statements" sends each statement on its own
-# (extended protocol, prepared), "one trip" sends the transaction as one
-# multi-statement query, which leaves out the two extra round trips and
-# shows the server-side cost.  Runs alternate bare/idem and the medians
-# are compared, since the machine may be busy with other work.
+# (extended protocol, prepared), as an application would; "server" calls
+# one PL/pgSQL function per transaction that does the same work (one round
+# trip, cached plans), which shows the cost inside the server alone.  Runs
+# alternate bare/idem and the medians are compared, since the machine may
+# be busy with other work.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 trap fencing_cleanup EXIT
@@ -46,19 +47,35 @@ COMMIT;
 SQL
 cat >"$dir/bare1.sql" <<'SQL'
 \set r random(1, 9000000000000000)
-BEGIN \; INSERT INTO orders (ref, amount_cents) VALUES (:r, 1250) \; COMMIT;
+SELECT bench_bare(:r);
 SQL
 cat >"$dir/idem1.sql" <<'SQL'
 \set r random(1, 9000000000000000)
-BEGIN \; INSERT INTO orders (ref, amount_cents) VALUES (:r, 1250) \; SELECT fencing.idem_complete('order:' || :r, b.token, '{"ok": true}') FROM fencing.idem_begin('order:' || :r, '{"amount_cents": 1250}') AS b \; COMMIT;
+SELECT bench_idem(:r);
 SQL
-
 chown -R postgres: "$dir"
 
 fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'CREATE DATABASE bench'
 fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 -d bench \
     -c 'CREATE EXTENSION fencing' \
     -c 'CREATE TABLE orders (id bigserial PRIMARY KEY, ref bigint NOT NULL, amount_cents int NOT NULL, created_at timestamptz NOT NULL DEFAULT now())'
+fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 -d bench <<'SQL'
+CREATE FUNCTION bench_bare(r bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO orders (ref, amount_cents) VALUES (r, 1250);
+END $$;
+CREATE FUNCTION bench_idem(r bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    b record;
+BEGIN
+    SELECT * INTO b FROM fencing.idem_begin('order:' || r, '{"amount_cents": 1250}');
+    IF b.state = 'done' THEN
+        RETURN;
+    END IF;
+    INSERT INTO orders (ref, amount_cents) VALUES (r, 1250);
+    PERFORM fencing.idem_complete('order:' || r, b.token, '{"ok": true}');
+END $$;
+SQL
 
 # tps of one pgbench run: script, protocol
 run() {
@@ -67,13 +84,13 @@ run() {
 }
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
-for style in statements onetrip; do
-    if [ $style = statements ]; then b=bare; i=idem; proto=prepared; else b=bare1; i=idem1; proto=simple; fi
+for style in statements server; do
+    if [ $style = statements ]; then b=bare; i=idem; else b=bare1; i=idem1; fi
     : >"$dir/$b.tps"; : >"$dir/$i.tps"
-    run "$b" "$proto" >/dev/null          # warm up
+    run "$b" prepared >/dev/null          # warm up
     for _ in $(seq "$rounds"); do
-        run "$b" "$proto" >>"$dir/$b.tps"
-        run "$i" "$proto" >>"$dir/$i.tps"
+        run "$b" prepared >>"$dir/$b.tps"
+        run "$i" prepared >>"$dir/$i.tps"
     done
     bt=$(median <"$dir/$b.tps"); it=$(median <"$dir/$i.tps")
     printf '%-10s bare %8.0f tps   idem %8.0f tps   ratio %.2f   (runs: bare %s / idem %s)\n' \
