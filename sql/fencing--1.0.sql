@@ -343,6 +343,8 @@ CREATE TABLE @extschema@.idempotency_keys (
 -- (which change no indexed column) are HOT updates: no index entries.
 CREATE INDEX idempotency_keys_expires_at_idx
     ON @extschema@.idempotency_keys (expires_at);
+COMMENT ON INDEX @extschema@.idempotency_keys_expires_at_idx IS
+    'finds expired keys for fencing.idem_purge';
 
 COMMENT ON TABLE @extschema@.idempotency_keys IS
     'idempotency keys: one row per logical request, written only by the fencing.idem_* functions';
@@ -470,6 +472,16 @@ SELECT pg_catalog.count(*) FILTER (
  GROUP BY c.now;
 COMMENT ON VIEW @extschema@.idempotency_summary IS
     'idempotency keys at a glance: running (and of those, without a live lease), done, expired awaiting purge, age of the oldest running request';
+COMMENT ON COLUMN @extschema@.idempotency_summary.running IS
+    'keys in state running that have not expired';
+COMMENT ON COLUMN @extschema@.idempotency_summary.running_unowned IS
+    'running keys whose lease ran out or was abandoned: the next idem_begin resumes them';
+COMMENT ON COLUMN @extschema@.idempotency_summary.done IS
+    'keys with a recorded result that have not expired';
+COMMENT ON COLUMN @extschema@.idempotency_summary.expired_awaiting_purge IS
+    'expired keys (absent to idem_begin) not yet deleted by idem_purge';
+COMMENT ON COLUMN @extschema@.idempotency_summary.oldest_running_age IS
+    'time since the oldest running key was first begun';
 
 -- Applications call the helpers; keys are global to the database, so any
 -- role that may call them shares one key space.  Purging is for the owner
