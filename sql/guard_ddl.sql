@@ -115,6 +115,19 @@ TRUNCATE accounts;
 \echo :LAST_ERROR_SQLSTATE
 RESET session_replication_role;
 
+-- Column changes that reach a protected table through inheritance are
+-- refused too; with ONLY, the child keeps its own column and stays guarded
+CREATE TABLE base (id int, fence fencing.fence);
+CREATE TABLE child () INHERITS (base);
+SELECT fencing.protect('child');
+ALTER TABLE base DROP COLUMN fence;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE base RENAME COLUMN fence TO token;
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE ONLY base DROP COLUMN fence;
+SELECT relid, guard_intact FROM fencing.protected_tables WHERE relid = 'child'::regclass;
+DROP TABLE base CASCADE;
+
 -- After unprotect, the same DDL works
 SELECT fencing.unprotect('accounts');
 ALTER TABLE accounts ENABLE TRIGGER ALL;
