@@ -31,6 +31,7 @@
 #include "storage/itemptr.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 
 #include "fencing.h"
@@ -350,7 +351,9 @@ fencing_guard_truncate(PG_FUNCTION_ARGS)
 			 errmsg("cannot truncate protected table \"%s\"",
 					RelationGetRelationName(rel)),
 			 errdetail("TRUNCATE would remove every row and its fence at once, with no token to check."),
-			 errhint("Call fencing.unprotect() on the table first if you really mean it."),
+			 errhint("Call fencing.unprotect('%s') first if you really mean it.",
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(cfg->protected_relid)),
+												get_rel_name(cfg->protected_relid))),
 			 errtable(rel)));
 	PG_RETURN_NULL();			/* not reached */
 }
