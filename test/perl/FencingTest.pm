@@ -377,6 +377,9 @@ sub new_attempt
 	splice(@sql, int(rand(@sql + 1)), 0, 'SELECT pg_sleep(0.002);')
 	  if rand() < $o{sleep_ratio};
 
+	# hold the written rows a while before COMMIT (to crash in between)
+	push @sql, "SELECT pg_sleep($o{commit_sleep});" if $o{commit_sleep};
+
 	return {
 		id      => $id,
 		kind    => $kind,
@@ -464,7 +467,11 @@ sub poll_client
 
 # Run the workload.  Options: clients, seconds, stale_ratio, missing_ratio,
 # sleep_ratio, kinds, seed, on_tick (called with the elapsed seconds and
-# the run; return true to stop sending new attempts), first_id.
+# the run; return true to stop sending new attempts), first_id, generator
+# (to continue the tokens of an earlier run), pause_after and pause_sleep
+# (after pause_after seconds, every transaction sleeps pause_sleep seconds,
+# default 0.3, before its COMMIT: on_tick can then crash the server while
+# every client is inside a write transaction).
 # Returns the run: { attempts => [...], seed, seconds, clients }.
 sub run_stress
 {
@@ -505,7 +512,12 @@ sub run_stress
 			next if $c->{dead};
 			if (!$c->{attempt} && !$stop_sending && time < $deadline)
 			{
-				my $a = new_attempt($id++, $g, %o);
+				my $a = new_attempt(
+					$id++, $g, %o,
+					commit_sleep => defined $o{pause_after}
+					  && time - $start >= $o{pause_after}
+					? ($o{pause_sleep} // 0.3)
+					: 0);
 				push @{ $run->{attempts} }, $a;
 				send_attempt($c, $a);
 				$progress++;
@@ -604,15 +616,20 @@ sub check_history
 
 	# 3. the stored fence is the highest accepted token
 	my $stored = stored_fences($node, $db);
+	$count{fence_below} = $count{fence_mismatch} = 0;
 	foreach my $s (sort keys %best)
 	{
-		next if fence_cmp($stored->{$s}, $best{$s}) == 0;
+		my $cmp = fence_cmp($stored->{$s}, $best{$s});
+		next if $cmp == 0;
+		$count{fence_mismatch}++;
+		$count{fence_below}++ if $cmp < 0;
 		push @v,
 		  sprintf("scope %s: stored fence %s, but the highest accepted token is %s",
 			$s, $stored->{$s} // 'NULL', $best{$s} // 'NULL');
 	}
 
 	# 4. what clients were told matches what the server recorded
+	$count{lost_commits} = $count{unknown_committed} = 0;
 	my %by_attempt;
 	push @{ $by_attempt{ $_->{attempt} } }, $_ foreach grep { $_->{seq} >= 0 } @hist;
 	foreach my $a (@$attempts)
@@ -628,6 +645,7 @@ sub check_history
 			foreach my $s (@{ $a->{scopes} })
 			{
 				my @mine = grep { $_->{scope} eq $s } @$rows;
+				$count{lost_commits}++ unless @mine;
 				push @v,
 				  "attempt $a->{id} ($a->{kind}, $s, $a->{token}) committed but is missing from the history"
 				  unless @mine;
@@ -639,7 +657,18 @@ sub check_history
 				}
 			}
 		}
-		elsif ($a->{outcome} ne 'unknown' && @$rows)
+		elsif ($a->{outcome} eq 'unknown')
+		{
+			# cut off by a crash: all of it committed, or none of it
+			my %seen = map { $_->{scope} => 1 } @$rows;
+			my $n = grep { $seen{$_} } @{ $a->{scopes} };
+			$count{unknown_committed}++ if $n;
+			push @v,
+			  "attempt $a->{id} ($a->{kind}) was cut off and committed only $n of its "
+			  . scalar(@{ $a->{scopes} }) . " scopes"
+			  if $n && $n != @{ $a->{scopes} };
+		}
+		elsif (@$rows)
 		{
 			push @v,
 			  "attempt $a->{id} ($a->{kind}) was refused ($a->{sqlstate}) but the history has its writes";
@@ -707,9 +736,9 @@ sub report
 {
 	my ($label, $run, $check) = @_;
 	note sprintf(
-		"%s: seed %s, %d clients, %.1f s: %d attempts, %d accepted, %d rejected (%d stale, %d missing), %d other errors, %d unknown, %d history rows, %d violations",
+		"%s: seed %s, %d clients, %.1f s: %d attempts, %d accepted, %d rejected (%d stale, %d missing), %d other errors, %d unknown (%d committed), %d history rows, %d violations",
 		$label, $run->{seed} // '-', $run->{clients} // 0, $run->{elapsed} // 0,
-		@{$check}{qw(attempts accepted rejected stale missing other unknown history violations)});
+		@{$check}{qw(attempts accepted rejected stale missing other unknown unknown_committed history violations)});
 	if ($check->{other_states})
 	{
 		note "$label: other errors by SQLSTATE: "
