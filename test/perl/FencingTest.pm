@@ -339,11 +339,30 @@ sub new_attempt
 	elsif ($kind eq 'key')
 	{
 		my $rows = 1 + int(rand(2));
+		my $how = rand();
+		if ($how < 0.2 && defined $token)
+		{
+			# the token in the fence column of the new rows
+			push @sql,
+			  "INSERT INTO stress.ledger (account, amount, fence) SELECT '$acct', g, '$token' FROM generate_series(1, $rows) g;";
+		}
+		elsif ($how < 0.4)
+		{
+			push @sql,
+			  $set
+			  . "COPY stress.ledger (account, amount) FROM STDIN;\n"
+			  . join('', map { "$acct\t$_\n" } 1 .. $rows) . "\\.";
+		}
+		else
+		{
+			push @sql,
+			  $set
+			  . "INSERT INTO stress.ledger (account, amount) SELECT '$acct', g FROM generate_series(1, $rows) g;";
+		}
 		push @sql,
-		  $set
-		  . "INSERT INTO stress.ledger (account, amount) SELECT '$acct', g FROM generate_series(1, $rows) g;";
-		push @sql,
-		  "UPDATE stress.holds SET amount = amount + 1 WHERE account = '$acct';"
+		  rand() < 0.5
+		  ? "UPDATE stress.holds SET amount = amount + 1 WHERE account = '$acct';"
+		  : "INSERT INTO stress.holds (account, amount) VALUES ('$acct', 1) ON CONFLICT (account) DO UPDATE SET amount = holds.amount + 1;"
 		  if rand() < 0.3;
 		push @sql,
 		  "DELETE FROM stress.ledger WHERE id = (SELECT min(id) FROM stress.ledger WHERE account = '$acct');"
@@ -380,14 +399,22 @@ sub new_attempt
 	# hold the written rows a while before COMMIT (to crash in between)
 	push @sql, "SELECT pg_sleep($o{commit_sleep});" if $o{commit_sleep};
 
+	# mostly READ COMMITTED; the others may fail with 40001 instead
+	my $ir = rand();
+	my $iso =
+	    $ir < $o{rr_ratio} ? 'REPEATABLE READ'
+	  : $ir < $o{rr_ratio} + $o{serializable_ratio} ? 'SERIALIZABLE'
+	  :                                               'READ COMMITTED';
+
 	return {
 		id      => $id,
+		iso     => $iso,
 		kind    => $kind,
 		tokmode => $tokmode,
 		token   => $token,
 		scopes  => \@scopes,
 		sql     => join("\n",
-			'BEGIN;', "SET LOCAL stress.attempt = '$id';",
+			"BEGIN ISOLATION LEVEL $iso;", "SET LOCAL stress.attempt = '$id';",
 			@sql, 'COMMIT;'),
 	};
 }
@@ -466,7 +493,8 @@ sub poll_client
 }
 
 # Run the workload.  Options: clients, seconds, stale_ratio, missing_ratio,
-# sleep_ratio, kinds, seed, on_tick (called with the elapsed seconds and
+# sleep_ratio, rr_ratio and serializable_ratio (of transactions run at
+# REPEATABLE READ and SERIALIZABLE; the rest READ COMMITTED), kinds, seed, on_tick (called with the elapsed seconds and
 # the run; return true to stop sending new attempts), first_id, generator
 # (to continue the tokens of an earlier run), pause_after and pause_sleep
 # (after pause_after seconds, every transaction sleeps pause_sleep seconds,
@@ -481,6 +509,8 @@ sub run_stress
 	$o{stale_ratio} //= 0.3;
 	$o{missing_ratio} //= 0.05;
 	$o{sleep_ratio} //= 0.2;
+	$o{rr_ratio} //= 0.1;
+	$o{serializable_ratio} //= 0.1;
 	$o{kinds} //= [qw(row row key key transfer adv)];
 	$o{seed} //= $ENV{FENCING_STRESS_SEED} // int(rand(1 << 30));
 	$o{first_id} //= 1;

@@ -2,9 +2,11 @@
 #
 # Several psql clients write at once through the three paths of the
 # extension: row scope (token in the fence column or in fencing.token), key
-# scope (INSERT into a ledger, UPDATE and DELETE, with SET LOCAL
-# fencing.token; two tables sharing one scope) and fencing.advance() in an
-# UPDATE of an unprotected table.  Tokens come from one growing generator;
+# scope (INSERT, COPY, DELETE on a ledger, UPDATE and INSERT ... ON CONFLICT
+# on a second table sharing its scope; token in fencing.token or in the
+# fence column), both in one transaction, and fencing.advance() in an
+# UPDATE of an unprotected table; mostly READ COMMITTED, some REPEATABLE
+# READ and SERIALIZABLE (which may fail with 40001 instead).  Tokens come from one growing generator;
 # about 30% reuse an old token and 5% carry none.  The server logs every
 # accepted write in the writing transaction and numbers the transactions at
 # COMMIT (see test/perl/FencingTest.pm); afterwards, per scope, in commit
