@@ -206,8 +206,12 @@ DROP TABLE uniq;
 SELECT fence_send('3:42');
 SELECT fence_send('0:0'), fence_send('9223372036854775807:1');
 CREATE TABLE tokens_copy (LIKE tokens);
-COPY tokens TO '/tmp/fencing_regress_fence_type.bin' WITH (FORMAT binary);
-COPY tokens_copy FROM '/tmp/fencing_regress_fence_type.bin' WITH (FORMAT binary);
+-- the file lives in the data directory, so that parallel clusters do not
+-- share it; COPY TO needs an absolute path
+SELECT current_setting('data_directory') || '/fencing_fence_type.bin' AS copy_file
+\gset
+COPY tokens TO :'copy_file' WITH (FORMAT binary);
+COPY tokens_copy FROM :'copy_file' WITH (FORMAT binary);
 SELECT * FROM tokens_copy ORDER BY t;
 SELECT count(*) AS differences FROM
   ((TABLE tokens EXCEPT TABLE tokens_copy) UNION ALL
@@ -223,27 +227,28 @@ BEGIN
     lo := lo_from_bytea(0, '\x5047434f50590aff0d0a00'::bytea
                            || '\x0000000000000000'::bytea || '\x0001'::bytea
                            || int4send(length(field)) || field || '\xffff'::bytea);
-    PERFORM lo_export(lo, '/tmp/fencing_regress_fence_type.bin');
+    PERFORM lo_export(lo, current_setting('data_directory') || '/fencing_fence_type.bin');
     PERFORM lo_unlink(lo);
 END $$;
 CREATE TABLE recv_target (f fence);
 -- a well-formed value
 SELECT write_copy_file(int8send(7) || int8send(9));
-COPY recv_target FROM '/tmp/fencing_regress_fence_type.bin' WITH (FORMAT binary);
+COPY recv_target FROM :'copy_file' WITH (FORMAT binary);
 SELECT * FROM recv_target;
 -- the largest value
 SELECT write_copy_file('\x7fffffffffffffff7fffffffffffffff');
-COPY recv_target FROM '/tmp/fencing_regress_fence_type.bin' WITH (FORMAT binary);
+COPY recv_target FROM :'copy_file' WITH (FORMAT binary);
 -- a negative epoch, a negative counter: 22003
 SELECT write_copy_file(int8send(-1) || int8send(9));
-COPY recv_target FROM '/tmp/fencing_regress_fence_type.bin' WITH (FORMAT binary);
+COPY recv_target FROM :'copy_file' WITH (FORMAT binary);
 SELECT write_copy_file(int8send(1) || '\x8000000000000000'::bytea);
-COPY recv_target FROM '/tmp/fencing_regress_fence_type.bin' WITH (FORMAT binary);
+COPY recv_target FROM :'copy_file' WITH (FORMAT binary);
 -- too short (8 bytes) and too long (17 bytes)
 SELECT write_copy_file(int8send(1));
-COPY recv_target FROM '/tmp/fencing_regress_fence_type.bin' WITH (FORMAT binary);
+COPY recv_target FROM :'copy_file' WITH (FORMAT binary);
 SELECT write_copy_file(int8send(1) || int8send(2) || '\x00'::bytea);
-COPY recv_target FROM '/tmp/fencing_regress_fence_type.bin' WITH (FORMAT binary);
+COPY recv_target FROM :'copy_file' WITH (FORMAT binary);
 SELECT * FROM recv_target ORDER BY f;
 DROP TABLE recv_target;
 DROP FUNCTION write_copy_file(bytea);
+\unset copy_file
