@@ -48,6 +48,10 @@ CREATE TABLE cast_target (f fence, t text);
 -- assignment casts: bigint -> fence and fence -> text
 INSERT INTO cast_target VALUES (17::bigint, '1:2'::fence);
 INSERT INTO cast_target (f) VALUES (-5::bigint);
+-- and integer -> fence, so that plain integer literals work
+INSERT INTO cast_target (f) VALUES (42);
+SELECT 7::fence AS integer_cast;
+INSERT INTO cast_target (f) VALUES (-1);
 SELECT * FROM cast_target;
 DROP TABLE cast_target;
 

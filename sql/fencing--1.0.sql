@@ -64,6 +64,13 @@ COMMENT ON FUNCTION @extschema@.fence(bigint) IS 'a counter as a fence of epoch 
 
 CREATE CAST (bigint AS @extschema@.fence)
     WITH FUNCTION @extschema@.fence(bigint) AS ASSIGNMENT;
+
+-- integer literals (INSERT ... VALUES (42)) need their own cast
+CREATE FUNCTION @extschema@.fence(integer) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_from_int4' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.fence(integer) IS 'a counter as a fence of epoch 0';
+CREATE CAST (integer AS @extschema@.fence)
+    WITH FUNCTION @extschema@.fence(integer) AS ASSIGNMENT;
 CREATE CAST (@extschema@.fence AS text) WITH INOUT AS ASSIGNMENT;
 CREATE CAST (text AS @extschema@.fence) WITH INOUT;
 
@@ -134,7 +141,9 @@ CREATE OPERATOR CLASS @extschema@.fence_ops
         OPERATOR 3 @extschema@.=,
         OPERATOR 4 @extschema@.>=,
         OPERATOR 5 @extschema@.>,
-        FUNCTION 1 @extschema@.fence_cmp(@extschema@.fence, @extschema@.fence);
+        FUNCTION 1 @extschema@.fence_cmp(@extschema@.fence, @extschema@.fence),
+        -- equal means identical: btree indexes may deduplicate
+        FUNCTION 4 pg_catalog.btequalimage(oid);
 
 CREATE OPERATOR CLASS @extschema@.fence_hash_ops
     DEFAULT FOR TYPE @extschema@.fence USING hash AS

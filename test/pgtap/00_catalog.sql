@@ -2,7 +2,7 @@
 -- classes, functions with their signatures, volatility, strictness and
 -- parallel safety, casts, operators and aggregates.
 BEGIN;
-SELECT plan(99);
+SELECT plan(104);
 
 -- The extension and its schema
 SELECT has_extension('fencing', 'extension fencing is installed');
@@ -60,6 +60,7 @@ SELECT has_function('fencing', f, args, format('function fencing.%s(%s) exists',
     ('fence_send', ARRAY['fencing.fence']),
     ('fence', ARRAY['bigint', 'bigint']),
     ('fence', ARRAY['bigint']),
+    ('fence', ARRAY['integer']),
     ('epoch', ARRAY['fencing.fence']),
     ('counter', ARRAY['fencing.fence']),
     ('next', ARRAY['fencing.fence']),
@@ -129,6 +130,7 @@ SELECT is((SELECT count(*)::int FROM pg_proc p
 SELECT is_strict('fencing', f, args, format('%s(%s) is STRICT', f, array_to_string(args, ', ')))
   FROM (VALUES
     ('fence', ARRAY['bigint', 'bigint']), ('fence', ARRAY['bigint']),
+    ('fence', ARRAY['integer']),
     ('epoch', ARRAY['fencing.fence']), ('counter', ARRAY['fencing.fence']),
     ('next', ARRAY['fencing.fence']), ('next_epoch', ARRAY['fencing.fence']),
     ('fence_in', ARRAY['cstring']), ('fence_recv', ARRAY['internal'])
@@ -146,6 +148,8 @@ SELECT is(array_agg(p.proname::text ORDER BY 1), NULL, 'the comparison functions
 -- Casts
 SELECT has_cast('bigint', 'fencing.fence', 'fencing', 'fence', 'cast bigint -> fence through fencing.fence(bigint)');
 SELECT cast_context_is('bigint', 'fencing.fence', 'assignment', 'bigint -> fence is an assignment cast');
+SELECT has_cast('integer', 'fencing.fence', 'fencing', 'fence', 'cast integer -> fence through fencing.fence(integer)');
+SELECT cast_context_is('integer', 'fencing.fence', 'assignment', 'integer -> fence is an assignment cast');
 SELECT has_cast('fencing.fence', 'text', 'cast fence -> text exists');
 SELECT has_cast('text', 'fencing.fence', 'cast text -> fence exists');
 SELECT is((SELECT castmethod FROM pg_cast
