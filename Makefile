@@ -17,7 +17,7 @@ OBJS_STATS = src/stats.o
 
 OBJS_IDEM =
 
-OBJS_LEASE =
+OBJS_LEASE = src/lease.o
 
 OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE)
 

@@ -126,6 +126,7 @@ extern void FencingStatsCountIdem(FencingIdemCounter counter);
 
 /* idempotency.c */
 
-/* lease.c */
+/* lease.c: the guard's check of a table protected with a lease */
+extern void LeaseCheckWrite(const char *lease, const Fence *token, Relation rel);
 
 #endif							/* FENCING_H */
