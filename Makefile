@@ -45,7 +45,7 @@ ISOLATION_GUARD =
 
 ISOLATION_IDEM =
 
-ISOLATION_LEASE =
+ISOLATION_LEASE = lease_acquire_race lease_renew_race
 
 ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE)
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
