@@ -10,6 +10,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "utils/guc.h"
 
 #include "fencing.h"
 
@@ -28,4 +29,7 @@ _PG_init(void)
 
 	/* shared memory of the statistics */
 	FencingStatsInit();
+
+	/* a typo such as fencing.tokn must not pass for a setting */
+	MarkGUCPrefixReserved("fencing");
 }

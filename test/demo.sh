@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# test/demo.sh: the incident, played with real processes, with and without
+# fencing.
+#
+#   sudo bash test/demo.sh          (or: make demo)
+#
+# Installs what is missing, builds the extension into a private copy of
+# PostgreSQL 15, starts a throwaway cluster (as the postgres OS user) and a
+# private redis-server, each on a free port of 127.0.0.1, then plays the
+# incident twice with real worker processes (test/demo/worker.sh):
+#
+#   worker A takes the Redis lock and a fencing token, and freezes in the
+#   middle of the payout (kill -STOP: a GC pause longer than the lock's TTL);
+#   the lock expires; worker B takes it with a newer token and pays;
+#   A is thawed (kill -CONT), still sure the lock is its own, and pays too.
+#
+# Run 1 writes through fencing.advance(); run 2 is the same shop without it.
+# The exit status is 0 when the story played as expected (fenced: exactly
+# one payout, A rejected with SF001; unfenced: the refund paid twice), so
+# this doubles as a smoke test.  Everything started is stopped and the
+# scratch directory removed on exit, including on Ctrl-C.
+#
+# Environment (milliseconds): DEMO_TTL_MS=2000 the lock's TTL,
+# DEMO_PAUSE_MS=2400 how long A stays frozen (at least; it stays frozen
+# until B has finished), DEMO_WORK_MS=300 the payment call, DEMO_RETRY_MS=50
+# how often a waiting worker retries the lock; DEMO_EPOCH=0 the tokens'
+# epoch; FENCING_KEEP=1 keeps the scratch directory (logs, timelines).
+#
+# Adding a scene: a schema in test/demo/schema.sql named after the scene,
+# the write in test/demo/scenes/SCENE.sql, and here a call to a scene
+# function plus an expect_SCENE function.
+
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib/common.sh"
+. "$here/demo/lib.sh"
+trap demo_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+export DEMO_TTL_MS=${DEMO_TTL_MS:-2000}
+export DEMO_PAUSE_MS=${DEMO_PAUSE_MS:-2400}
+export DEMO_WORK_MS=${DEMO_WORK_MS:-300}
+export DEMO_RETRY_MS=${DEMO_RETRY_MS:-50}
+export DEMO_EPOCH=${DEMO_EPOCH:-0}
+[ "$DEMO_PAUSE_MS" -gt "$DEMO_TTL_MS" ] ||
+    fencing_die "DEMO_PAUSE_MS ($DEMO_PAUSE_MS) must exceed DEMO_TTL_MS ($DEMO_TTL_MS): no expiry, no incident"
+
+LOCK=lock:refund-r1
+COUNTER=fence:refund-r1
+FAILED=0
+declare -A RESULT BOOKED BALANCE
+
+# ---------------------------------------------------------------------------
+# The stage: PostgreSQL with the shop, and a Redis for the locks.
+# ---------------------------------------------------------------------------
+set_the_stage() {
+    fencing_deps
+    fencing_build
+    fencing_cluster_start demo
+    export PATH="$FENCING_BINDIR:$PATH" PGUSER=postgres PGDATABASE=shop
+    fencing_log "PostgreSQL on port $PGPORT, scratch directory $FENCING_WORK"
+    sql -d postgres -c 'CREATE DATABASE shop'
+    sql -f "$here/demo/schema.sql"
+    demo_redis_start
+    fencing_log "redis-server on port $DEMO_REDIS_PORT"
+}
+
+# psql as everywhere in the demo: no psqlrc, quiet, stop at the first error.
+sql() {
+    psql -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+# One value from the shop.
+sql_value() {
+    sql -At -c "$1"
+}
+
+tell_the_story() {
+    cat <<EOF
+
+The incident
+  Worker A takes the Redis lock for refund r-1 (SET NX PX $DEMO_TTL_MS) and a
+  fencing token (INCR), reads the refund and starts paying it out.  Then it
+  freezes: kill -STOP for $(demo_ms_to_s "$DEMO_PAUSE_MS") s, longer than the lock's TTL of
+  $(demo_ms_to_s "$DEMO_TTL_MS") s (think of a 12 s GC pause against a 10 s TTL, scaled down).
+  The lock expires; worker B takes it with a newer token and pays.  Then A
+  is thawed (kill -CONT), still sure it holds the lock, and writes too.
+  Merchant balance before: 100.00; the refund: 25.00.
+EOF
+}
+
+# ---------------------------------------------------------------------------
+# Running a scene
+# ---------------------------------------------------------------------------
+
+# Start a run of SCENE: its own directory, clock and lock keys.
+begin_run() {
+    local scene=$1 title=$2
+    printf '\n=== %s ===\n' "$title"
+    DEMO_RUN=$FENCING_WORK/runs/$scene
+    export DEMO_RUN
+    mkdir -p "$DEMO_RUN"
+    : >"$DEMO_RUN/timeline"
+    demo_now_us >"$DEMO_RUN/t0"
+    # each run is its own world: no lock held, the token counter from zero
+    demo_redis DEL "$LOCK" "$COUNTER" >/dev/null
+}
+
+# Freeze worker NAME: SIGSTOP to its whole process group.
+freeze() {
+    local name=$1 at
+    at=$(demo_now_us)
+    demo_signal "$name" STOP
+    DEMO_AT=$at demo_event demo "kill -STOP worker $name: frozen mid-payout, holding the lock as far as it knows"
+    FROZEN_AT=$at
+}
+
+# Thaw worker NAME, frozen since FROZEN_AT.
+thaw() {
+    local name=$1 at
+    at=$(demo_now_us)
+    DEMO_AT=$at demo_event demo "kill -CONT worker $name after $(demo_ms_to_s $(((at - FROZEN_AT) / 1000))) s: it carries on where it stopped"
+    demo_signal "$name" CONT
+}
+
+# Wait until the lock that worker NAME took is gone, and put its expiry on
+# the timeline at the moment Redis expired it (set time + TTL).
+await_lock_expiry() {
+    local name=$1 expires waited=0
+    expires=$(($(cat "$DEMO_RUN/$name.locked_at") + DEMO_TTL_MS * 1000))
+    while [ "$(demo_redis GET "$LOCK")" = "$name" ]; do
+        [ "$waited" -ge $((DEMO_TTL_MS + 5000)) ] && return 1
+        sleep 0.01
+        waited=$((waited + 10))
+    done
+    DEMO_AT=$expires demo_event redis "$LOCK expires: $name's PX $DEMO_TTL_MS ran out while $name is frozen"
+}
+
+# Sleep until the given time (microseconds since the epoch).
+sleep_until() {
+    local left=$(($1 - $(demo_now_us)))
+    [ "$left" -gt 0 ] && sleep "$(demo_ms_to_s $((left / 1000)))"
+    return 0
+}
+
+# A run cannot go on: say why, show what the workers said, count a failure.
+run_broken() {
+    printf 'demo: %s\n' "$1" >&2
+    demo_timeline_print >&2
+    tail -n 20 "$DEMO_RUN"/*.log >&2 2>/dev/null
+    FAILED=$((FAILED + 1))
+    return 1
+}
+
+# Scene "incident", in the shop of SCENE: A takes the lock and is frozen
+# mid-payout; its lock expires; B takes the lock and pays; A is thawed and,
+# still believing it holds the lock, writes with its old token.
+scene_incident() {
+    local scene=$1 title=$2
+    begin_run "$scene" "$title"
+
+    demo_spawn A "$scene"
+    demo_wait_file "$DEMO_RUN/A.paying" 10000 ||
+        { run_broken "worker A never reached the payout"; return; }
+    freeze A
+    sleep 0.05
+    if ! demo_is_stopped A || [ -e "$DEMO_RUN/A.done" ]; then
+        run_broken "worker A could not be frozen before it wrote"
+        return
+    fi
+
+    demo_spawn B "$scene"
+    await_lock_expiry A ||
+        { run_broken "worker A's lock never expired"; return; }
+    sleep_until $((FROZEN_AT + DEMO_PAUSE_MS * 1000))
+    # the story needs B's write first: if B is slow, A stays frozen longer
+    demo_reap B 20000 || { run_broken "worker B did not finish"; return; }
+    thaw A
+    demo_reap A 20000 || { run_broken "worker A did not finish after the thaw"; return; }
+
+    demo_timeline_print
+    show_rejection A
+    read_the_books "$scene"
+}
+
+# Print the error a worker got, as the server sent it.
+show_rejection() {
+    local name=$1
+    [ -s "$DEMO_RUN/$name.error" ] || return 0
+    printf '\nWorker %s'"'"'s write, as PostgreSQL answered it:\n' "$name"
+    sed 's/^/    /' "$DEMO_RUN/$name.error"
+}
+
+# Read what the scene's shop now says, for the checks and the comparison.
+read_the_books() {
+    local scene=$1 ledger
+    RESULT[$scene.A]=$(cat "$DEMO_RUN/A.result" 2>/dev/null || echo none)
+    RESULT[$scene.B]=$(cat "$DEMO_RUN/B.result" 2>/dev/null || echo none)
+    BOOKED[$scene]=$(sql_value "SELECT count(*) FROM $scene.ledger WHERE refund = 'r-1'")
+    BALANCE[$scene]=$(sql_value "SELECT balance_cents FROM $scene.accounts WHERE id = 'merchant-1'")
+    ledger=$(sql_value "SELECT string_agg(format('%s %s (token %s)', booked_by,
+                                        to_char(amount_cents / 100.0, 'FM999990.00'), token),
+                                 ', ' ORDER BY id)
+                          FROM $scene.ledger WHERE refund = 'r-1'")
+    printf '\nThe books: refund r-1 %s; ledger: %s; merchant balance %s\n' \
+        "$(sql_value "SELECT state || ' by ' || paid_by FROM $scene.refunds WHERE id = 'r-1'")" \
+        "${ledger:-empty}" "$(demo_cents "${BALANCE[$scene]}")"
+}
+
+# ---------------------------------------------------------------------------
+# What each scene must show
+# ---------------------------------------------------------------------------
+
+# check DESCRIPTION COMMAND...: one expectation, printed and counted.
+check() {
+    local what=$1
+    shift
+    if "$@"; then
+        printf '  ok      %s\n' "$what"
+    else
+        printf '  FAILED  %s\n' "$what"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+expect_fenced() {
+    echo
+    check "worker B's write (token $DEMO_EPOCH:2) committed" \
+        [ "${RESULT[fenced.B]}" = committed ]
+    check "worker A's write (token $DEMO_EPOCH:1) rejected with SF001" \
+        [ "${RESULT[fenced.A]}" = "rejected SF001" ]
+    check "exactly one payout booked" [ "${BOOKED[fenced]}" = 1 ]
+    check "balance debited once: 75.00" [ "${BALANCE[fenced]}" = 7500 ]
+    check "refund r-1 fenced at B's token" \
+        [ "$(sql_value "SELECT fence FROM fenced.refunds WHERE id = 'r-1'")" = "$DEMO_EPOCH:2" ]
+}
+
+expect_unfenced() {
+    echo
+    check "worker B's write committed" [ "${RESULT[unfenced.B]}" = committed ]
+    check "worker A's late write committed too" [ "${RESULT[unfenced.A]}" = committed ]
+    check "the refund booked twice" [ "${BOOKED[unfenced]}" = 2 ]
+    check "balance debited twice: 50.00" [ "${BALANCE[unfenced]}" = 5000 ]
+}
+
+# How a worker's write ended, in words.
+outcome() {
+    case $1 in
+    committed) echo "committed" ;;
+    "rejected "*) echo "rejected (${1#rejected })" ;;
+    *) echo "$1" ;;
+    esac
+}
+
+compare() {
+    printf '\n=== With and without fencing ===\n'
+    printf '  %-34s %-18s %s\n' "" "with fencing" "without fencing" \
+        "worker B's write (the lock holder)" "$(outcome "${RESULT[fenced.B]:-none}")" \
+        "$(outcome "${RESULT[unfenced.B]:-none}")" \
+        "worker A's write (lock expired)" "$(outcome "${RESULT[fenced.A]:-none}")" \
+        "$(outcome "${RESULT[unfenced.A]:-none}")" \
+        "payouts booked for r-1 (25.00)" "${BOOKED[fenced]:-?}" "${BOOKED[unfenced]:-?}" \
+        "merchant balance (was 100.00)" "$(demo_cents "${BALANCE[fenced]:-0}")" \
+        "$(demo_cents "${BALANCE[unfenced]:-0}")"
+}
+
+# ---------------------------------------------------------------------------
+# The play
+# ---------------------------------------------------------------------------
+set_the_stage
+tell_the_story
+
+scene_incident fenced "Run 1: with fencing: SET fence = fencing.advance(fence, token)" &&
+    expect_fenced
+scene_incident unfenced "Run 2: without fencing: the same workers, no fence column" &&
+    expect_unfenced
+
+compare
+echo
+if [ "$FAILED" -eq 0 ]; then
+    echo "demo: as expected: with fencing one payout and a stale write rejected (SF001); without it, the refund paid twice"
+else
+    echo "demo: $FAILED expectation(s) not met (FENCING_KEEP=1 keeps the logs)"
+fi
+[ "$FAILED" -eq 0 ]
