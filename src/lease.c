@@ -173,36 +173,48 @@ ReadLease(const char *name)
 }
 
 /*
- * The guard's check of a table protected with a lease: token must be the
- * lease's current token and the lease must be live (the clock is read on
- * every row).  Raises SF001 otherwise, naming the lease's current token
- * and expiry.
+ * The guard's check of a table protected with a lease: is token the
+ * lease's current token, and the lease live?  The clock is read on every
+ * row.
  */
-void
-LeaseCheckWrite(const char *lease, const Fence *token, Relation rel)
+bool
+LeaseHeldWith(const char *lease, const Fence *token)
 {
-	TimestampTz now;
-	char	   *token_s;
-
 	if (!lease_cache.valid ||
 		lease_cache.lxid != MyLocalTransactionId() ||
 		lease_cache.cid != GetCurrentCommandId(false) ||
 		strcmp(lease_cache.name, lease) != 0)
 		ReadLease(lease);
 
-	now = GetCurrentTimestamp();
-	if (lease_cache.granted &&
+	return lease_cache.granted &&
 		FenceCmp(&lease_cache.token, token) == 0 &&
-		lease_cache.expires_at > now)
-		return;
+		lease_cache.expires_at > GetCurrentTimestamp();
+}
 
-	token_s = FenceToCString(token);
+/*
+ * Raise SF001 for a write whose token does not hold the lease, naming the
+ * lease's current token and expiry, as LeaseHeldWith() last read them.
+ */
+void
+ReportLeaseLost(const char *lease, const Fence *token, Relation rel)
+{
+	char	   *token_s = FenceToCString(token);
+
 	if (!lease_cache.granted)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
 				 errmsg("fence token %s does not hold lease \"%s\" of table \"%s\"",
 						token_s, lease, RelationGetRelationName(rel)),
 				 errdetail("Lease \"%s\" has never been granted.", lease),
+				 errhint("Acquire the lease with fencing.lease_acquire() and write with the token it returns."),
+				 errtable(rel)));
+	else if (FenceCmp(&lease_cache.token, token) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 errmsg("fence token %s does not hold lease \"%s\" of table \"%s\"",
+						token_s, lease, RelationGetRelationName(rel)),
+				 errdetail("Token %s is newer than the current token of the lease, %s.",
+						   token_s, FenceToCString(&lease_cache.token)),
 				 errhint("Acquire the lease with fencing.lease_acquire() and write with the token it returns."),
 				 errtable(rel)));
 	else if (FenceCmp(&lease_cache.token, token) == 0)
@@ -219,7 +231,7 @@ LeaseCheckWrite(const char *lease, const Fence *token, Relation rel)
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
 				 errmsg("lease \"%s\" of table \"%s\" has moved on: fence token %s is no longer valid",
 						lease, RelationGetRelationName(rel), token_s),
-				 lease_cache.expires_at > now ?
+				 lease_cache.expires_at > GetCurrentTimestamp() ?
 				 errdetail("The current token of lease \"%s\" is %s, live until %s.",
 						   lease, FenceToCString(&lease_cache.token),
 						   timestamptz_to_str(lease_cache.expires_at)) :
@@ -228,4 +240,5 @@ LeaseCheckWrite(const char *lease, const Fence *token, Relation rel)
 						   timestamptz_to_str(lease_cache.expires_at)),
 				 errhint("The lease was lost: stop writing, re-acquire it with fencing.lease_acquire() and retry with the new token."),
 				 errtable(rel)));
+	pg_unreachable();
 }
