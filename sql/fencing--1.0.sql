@@ -258,7 +258,8 @@ COMMENT ON FUNCTION @extschema@.ddl_guard_drop() IS
     'event trigger: removes dropped tables from fencing.protected (their fences in fencing.scopes are kept)';
 
 CREATE EVENT TRIGGER fencing_ddl_guard_start ON ddl_command_start
-    WHEN TAG IN ('ALTER TABLE', 'ALTER FOREIGN TABLE', 'DROP TRIGGER', 'ALTER TRIGGER')
+    WHEN TAG IN ('ALTER TABLE', 'ALTER FOREIGN TABLE', 'DROP TRIGGER', 'ALTER TRIGGER',
+                 'CREATE TRIGGER')
     EXECUTE FUNCTION @extschema@.ddl_guard_start();
 CREATE EVENT TRIGGER fencing_ddl_guard_end ON ddl_command_end
     WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE')

@@ -490,6 +490,61 @@ CheckAlterTable(AlterTableStmt *stmt)
 	}
 }
 
+/*
+ * Would a trigger of this name fire after the guard?  BEFORE ROW triggers
+ * fire in name order, and one firing after the guard could change the row
+ * the guard has just checked (lower its fence, move its key).
+ */
+static bool
+FiresAfterGuard(const char *name)
+{
+	return name != NULL && strcmp(name, FENCING_GUARD_TRIGGER) > 0;
+}
+
+/* Raise SF005 for a trigger name that would fire after the guard. */
+static void
+ReportLateTrigger(Oid relid, Protection *p, const char *trigname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("trigger \"%s\" would fire after the fencing guard of protected table \"%s\"",
+					trigname, get_rel_name(relid)),
+			 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it, for example lower its fence.",
+					   FENCING_GUARD_TRIGGER),
+			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s') first.",
+					 FENCING_GUARD_TRIGGER,
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->relid)),
+												get_rel_name(p->relid)))));
+}
+
+/*
+ * ddl_command_start for CREATE TRIGGER: refuse a BEFORE ROW trigger that
+ * would fire after the guard.
+ */
+static void
+CheckCreateTrigger(CreateTrigStmt *stmt)
+{
+	Oid			relid;
+	List	   *protections;
+	ListCell   *lc;
+
+	if (!stmt->row || stmt->timing != TRIGGER_TYPE_BEFORE ||
+		!FiresAfterGuard(stmt->trigname))
+		return;
+	relid = LockTarget(stmt->relation);
+	if (!OidIsValid(relid))
+		return;
+	protections = LoadProtections();
+	/* row triggers of a partitioned table are cloned to its partitions */
+	foreach(lc, CommandTree(relid, get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE))
+	{
+		Protection *p = ProtectionOf(protections, lfirst_oid(lc));
+
+		if (p != NULL)
+			ReportLateTrigger(lfirst_oid(lc), p, stmt->trigname);
+	}
+}
+
 /* ddl_command_start for ALTER TABLE ... RENAME COLUMN and ALTER TRIGGER ... RENAME. */
 static void
 CheckRename(RenameStmt *stmt)
@@ -500,7 +555,8 @@ CheckRename(RenameStmt *stmt)
 
 	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER)
 		return;
-	if (stmt->renameType == OBJECT_TRIGGER && !IsFencingTrigger(stmt->subname))
+	if (stmt->renameType == OBJECT_TRIGGER && !IsFencingTrigger(stmt->subname) &&
+		!FiresAfterGuard(stmt->newname))
 		return;
 	relid = LockTarget(stmt->relation);
 	if (!OidIsValid(relid))
@@ -514,7 +570,12 @@ CheckRename(RenameStmt *stmt)
 		Protection *p = ProtectionOf(protections, relid);
 
 		if (p != NULL)
+		{
 			CheckTriggerDdl(relid, p, stmt->subname, "rename");
+			/* any trigger: renaming cannot tell BEFORE ROW from others cheaply */
+			if (FiresAfterGuard(stmt->newname))
+				ReportLateTrigger(relid, p, stmt->newname);
+		}
 		return;
 	}
 	foreach(lc, CommandTree(relid, stmt->relation->inh))
@@ -622,6 +683,9 @@ fencing_ddl_guard_start(PG_FUNCTION_ARGS)
 			break;
 		case T_AlterObjectDependsStmt:
 			CheckTriggerDepends((AlterObjectDependsStmt *) trigdata->parsetree);
+			break;
+		case T_CreateTrigStmt:
+			CheckCreateTrigger((CreateTrigStmt *) trigdata->parsetree);
 			break;
 		default:
 			break;

@@ -187,6 +187,48 @@ CheckScopeOwnership(Oid relid, const char *scope_name)
 	}
 }
 
+/*
+ * Refuse to protect a tree that has a BEFORE ROW trigger firing after the
+ * guard (they fire in name order): it could change a row after the guard
+ * checked it.  The DDL guard refuses such triggers from then on.  Runs
+ * inside SPI.
+ */
+static void
+CheckNoLateTriggers(List *tree)
+{
+	ListCell   *lc;
+
+	foreach(lc, tree)
+	{
+		Oid			argtypes[2] = {OIDOID, TEXTOID};
+		Datum		values[2];
+		int			rc;
+
+		values[0] = ObjectIdGetDatum(lfirst_oid(lc));
+		values[1] = CStringGetTextDatum(FENCING_GUARD_TRIGGER);
+		rc = SPI_execute_with_args("SELECT tgname::pg_catalog.text FROM pg_catalog.pg_trigger "
+								   "WHERE tgrelid OPERATOR(pg_catalog.=) $1 "
+								   "AND NOT tgisinternal "
+								   "AND (tgtype OPERATOR(pg_catalog.&) 3::pg_catalog.int2) "
+								   "OPERATOR(pg_catalog.=) 3::pg_catalog.int2 "
+								   "AND tgname::pg_catalog.text OPERATOR(pg_catalog.>) $2 COLLATE \"C\" "
+								   "ORDER BY 1 LIMIT 1",
+								   2, argtypes, values, NULL, true, 1);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "could not read pg_trigger: %s", SPI_result_code_string(rc));
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("trigger \"%s\" of table \"%s\" would fire after the fencing guard",
+							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+							get_rel_name(lfirst_oid(lc))),
+					 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it.",
+							   FENCING_GUARD_TRIGGER),
+					 errhint("Rename the trigger so that its name sorts before \"%s\".",
+							 FENCING_GUARD_TRIGGER)));
+	}
+}
+
 /* Validate the column named colname of rel; return its attnum. */
 static AttrNumber
 CheckColumn(Relation rel, const char *colname, bool must_be_fence)
@@ -502,6 +544,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 
 	CheckScopeOwnership(relid, scope_name);
+	CheckNoLateTriggers(tree);
 
 	/* one protection per partition tree */
 	if (rel->rd_rel->relispartition)
