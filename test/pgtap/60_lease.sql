@@ -12,7 +12,7 @@ SELECT col_type_is('fencing', 'leases', 'expires_at', 'timestamp with time zone'
 SELECT has_table('fencing', 'epoch_state', 'fencing.epoch_state exists');
 SELECT col_type_is('fencing', 'protected', 'lease', 'text', 'protected.lease is text');
 
-SELECT function_returns('fencing', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'fence',
+SELECT function_returns('fencing', 'lease_acquire', ARRAY['text', 'text', 'interval'], 'fencing.fence',
                         'lease_acquire(text, text, interval) returns a fence');
 SELECT function_returns('fencing', 'lease_renew', ARRAY['text', 'fencing.fence', 'interval'], 'boolean',
                         'lease_renew(text, fence, interval) returns boolean');
