@@ -39,7 +39,7 @@ REGRESS_OPTS = --load-extension=fencing
 
 # isolation tester: test/isolation/specs/NAME.spec against
 # test/isolation/expected/NAME.out
-ISOLATION_CORE = advance_race
+ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
 ISOLATION_GUARD = guard_row_race guard_key_race
 

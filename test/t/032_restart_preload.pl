@@ -128,7 +128,20 @@ sub phase
 			UPDATE accounts SET balance = 0 WHERE id = 1;});
 		like($err, qr/WARNING:  22P02: invalid input syntax for type fence: "not-a-token"/,
 			"$label: when the guard loads the library, the bad token is reported with 22P02");
-		is($state, 'SF002', "$label: ... and the write does not get in without a token");
+		is($state, '22P02', "$label: ... and the write fails with 22P02 too");
+		like($err, qr/fencing.token was set before the fencing library was loaded/,
+			"$label: ... saying why the bad value was not refused at SET");
+		($state) = FencingTest::sql_error($node, 'postgres', q{
+			SET fencing.token = 'not-a-token';
+			UPDATE accounts SET balance = 0, fence = '9:9' WHERE id = 1;});
+		is($state, '22P02',
+			"$label: a token in the fence column does not let the write in either");
+		($state) = FencingTest::sql_error($node, 'postgres', q{
+			SET fencing.token = 'not-a-token';
+			UPDATE accounts SET balance = 0, fence = '9:9' WHERE id = 1;
+			RESET fencing.token;
+			SELECT 1;});
+		is($state, '22P02', "$label: ... until fencing.token is set again");
 		($state) = FencingTest::sql_error($node, 'postgres', q{
 			SELECT '1:1'::fencing.fence;
 			SET fencing.token = 'not-a-token';});
