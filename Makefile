@@ -17,7 +17,7 @@ OBJS_STATS = src/stats.o
 
 OBJS_IDEM =
 
-OBJS_LEASE =
+OBJS_LEASE = src/lease.o
 
 OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE)
 
@@ -32,7 +32,7 @@ REGRESS_STATS = stats
 
 REGRESS_IDEM =
 
-REGRESS_LEASE =
+REGRESS_LEASE = lease guard_lease
 
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE)
 REGRESS_OPTS = --load-extension=fencing
@@ -45,7 +45,7 @@ ISOLATION_GUARD = guard_row_race guard_key_race
 
 ISOLATION_IDEM =
 
-ISOLATION_LEASE =
+ISOLATION_LEASE = lease_acquire_race lease_renew_race
 
 ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE)
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
