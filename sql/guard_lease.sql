@@ -110,3 +110,14 @@ SELECT id, state FROM jobs ORDER BY id;
 
 SELECT unprotect('jobs'), unprotect('ledger');
 DROP TABLE jobs, ledger;
+
+-- a partition detached from a tree protected with a lease stays protected
+-- on its own, lease included
+CREATE TABLE shards (id int, fence fence) PARTITION BY RANGE (id);
+CREATE TABLE shards_1 PARTITION OF shards FOR VALUES FROM (0) TO (100);
+SELECT protect('shards', lease => 'shard-writer');
+ALTER TABLE shards DETACH PARTITION shards_1;
+SELECT relid, lease FROM protected WHERE relid IN ('shards'::regclass, 'shards_1'::regclass)
+ ORDER BY relid::text;
+SELECT unprotect('shards_1'), unprotect('shards');
+DROP TABLE shards, shards_1;
