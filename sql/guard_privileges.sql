@@ -70,11 +70,13 @@ COMMIT;
 SELECT count(*) FROM ledger;
 INSERT INTO ledger (account_id, amount_cents, fence) VALUES ('acct-1', 1000, '1');
 SELECT scope_name, key, fence FROM fencing.scopes;
--- the app's own table with the ledger's scope_name cannot lower it either:
--- seeding only ever raises a fence
+-- the app's own table cannot borrow the ledger's scope: it could raise the
+-- ledger's fences out of its writers' reach (and seeding never lowers one)
 CREATE TABLE mine (account_id text, fence fencing.fence);
 INSERT INTO mine VALUES ('acct-1', '0');
 SELECT fencing.protect('mine', key_columns => '{account_id}', scope_name => 'public.ledger');
+-- nor take the name of a table it does not own as its scope
+SELECT fencing.protect('mine', key_columns => '{account_id}', scope_name => 'public.accounts');
 SELECT fencing.unprotect('mine');
 SELECT scope_name, key, fence FROM fencing.scopes;
 INSERT INTO ledger (account_id, amount_cents, fence) VALUES ('acct-1', 1000, '1');

@@ -24,7 +24,10 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/value.h"
 #include "utils/acl.h"
+#include "utils/varlena.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -122,6 +125,108 @@ IsProtected(Oid relid)
 		elog(ERROR, "could not read fencing.protected: %s",
 			 SPI_result_code_string(rc));
 	return SPI_processed > 0;
+}
+
+/*
+ * A scope's fences belong to the owners of its tables: protecting another
+ * table under a scope_name already used by a table the caller does not own
+ * (or equal to the name of such a table, its default scope name) would let
+ * the caller raise that table's fences out of its writers' reach.  Runs
+ * inside SPI.
+ */
+static void
+CheckScopeOwnership(Oid relid, const char *scope_name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(scope_name)};
+	List	   *names = NIL;
+	uint64		i;
+	int			rc;
+
+	rc = SPI_execute_with_args("SELECT relid::pg_catalog.oid FROM fencing.protected "
+							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, values, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Oid			other = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 1,
+														   &isnull));
+
+		if (other != relid && !pg_class_ownercheck(other, GetUserId()))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
+					 errdetail("The scope is used by table \"%s\", which you do not own.",
+							   get_rel_name(other)),
+					 errhint("Choose another scope_name.")));
+	}
+
+	/* a scope_name spelling another relation's name is that table's default */
+	if (SplitIdentifierString(pstrdup(scope_name), '.', &names) &&
+		list_length(names) >= 1 && list_length(names) <= 3)
+	{
+		List	   *qualified = NIL;
+		ListCell   *lc;
+		Oid			other;
+
+		foreach(lc, names)
+			qualified = lappend(qualified, makeString(lfirst(lc)));
+		other = RangeVarGetRelid(makeRangeVarFromNameList(qualified), NoLock, true);
+
+		if (OidIsValid(other) && other != relid &&
+			!pg_class_ownercheck(other, GetUserId()))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
+					 errdetail("The scope name is the name of table \"%s\", which you do not own.",
+							   get_rel_name(other)),
+					 errhint("Choose another scope_name.")));
+	}
+}
+
+/*
+ * Refuse to protect a tree that has a BEFORE ROW trigger firing after the
+ * guard (they fire in name order): it could change a row after the guard
+ * checked it.  The DDL guard refuses such triggers from then on.  Runs
+ * inside SPI.
+ */
+static void
+CheckNoLateTriggers(List *tree)
+{
+	ListCell   *lc;
+
+	foreach(lc, tree)
+	{
+		Oid			argtypes[2] = {OIDOID, TEXTOID};
+		Datum		values[2];
+		int			rc;
+
+		values[0] = ObjectIdGetDatum(lfirst_oid(lc));
+		values[1] = CStringGetTextDatum(FENCING_GUARD_TRIGGER);
+		rc = SPI_execute_with_args("SELECT tgname::pg_catalog.text FROM pg_catalog.pg_trigger "
+								   "WHERE tgrelid OPERATOR(pg_catalog.=) $1 "
+								   "AND NOT tgisinternal "
+								   "AND (tgtype OPERATOR(pg_catalog.&) 3::pg_catalog.int2) "
+								   "OPERATOR(pg_catalog.=) 3::pg_catalog.int2 "
+								   "AND tgname::pg_catalog.text OPERATOR(pg_catalog.>) $2 COLLATE \"C\" "
+								   "ORDER BY 1 LIMIT 1",
+								   2, argtypes, values, NULL, true, 1);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "could not read pg_trigger: %s", SPI_result_code_string(rc));
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("trigger \"%s\" of table \"%s\" would fire after the fencing guard",
+							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+							get_rel_name(lfirst_oid(lc))),
+					 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it.",
+							   FENCING_GUARD_TRIGGER),
+					 errhint("Rename the trigger so that its name sorts before \"%s\".",
+							 FENCING_GUARD_TRIGGER)));
+	}
 }
 
 /* Validate the column named colname of rel; return its attnum. */
@@ -330,7 +435,7 @@ InvalidateTree(List *tree)
 }
 
 /*
- * fencing.protect(tbl, fence_column, key_columns, strict, scope_name):
+ * fencing.protect(tbl, fence_column, key_columns, strict, scope_name, lease):
  * install the guard and record the settings; a second call changes them.
  */
 Datum
@@ -343,6 +448,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	int			nkeys = -1;
 	bool		strict;
 	char	   *scope_name;
+	char	   *lease = NULL;
 	Relation	rel;
 	List	   *tree;
 	ListCell   *lc;
@@ -421,10 +527,24 @@ fencing_protect(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL to use the table's qualified name.")));
 	}
 
+	/* the lease every write must hold (see lease.c); need not exist yet */
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+	{
+		lease = text_to_cstring(PG_GETARG_TEXT_PP(5));
+		if (lease[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lease must not be empty"),
+					 errhint("Pass NULL to protect the table without a lease.")));
+	}
+
 	tree = RelationTree(rel);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+
+	CheckScopeOwnership(relid, scope_name);
+	CheckNoLateTriggers(tree);
 
 	/* one protection per partition tree */
 	if (rel->rd_rel->relispartition)
@@ -459,9 +579,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 	SetUserIdAndSecContext(FencingOwnerOid(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	{
-		Oid			argtypes[5] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID};
-		Datum		values[5];
-		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+		Oid			argtypes[6] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID, TEXTOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 		int			rc;
 
 		values[0] = ObjectIdGetDatum(relid);
@@ -471,14 +591,18 @@ fencing_protect(PG_FUNCTION_ARGS)
 			nulls[2] = 'n';
 		values[3] = BoolGetDatum(strict);
 		values[4] = CStringGetTextDatum(scope_name);
+		values[5] = lease ? CStringGetTextDatum(lease) : (Datum) 0;
+		if (lease == NULL)
+			nulls[5] = 'n';
 		rc = SPI_execute_with_args("INSERT INTO fencing.protected AS p "
-								   "(relid, fence_column, key_columns, strict, scope_name) "
-								   "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (relid) DO UPDATE "
+								   "(relid, fence_column, key_columns, strict, scope_name, lease) "
+								   "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (relid) DO UPDATE "
 								   "SET fence_column = EXCLUDED.fence_column, "
 								   "key_columns = EXCLUDED.key_columns, "
 								   "strict = EXCLUDED.strict, "
-								   "scope_name = EXCLUDED.scope_name",
-								   5, argtypes, values, nulls, false, 0);
+								   "scope_name = EXCLUDED.scope_name, "
+								   "lease = EXCLUDED.lease",
+								   6, argtypes, values, nulls, false, 0);
 		if (rc != SPI_OK_INSERT)
 			elog(ERROR, "could not record the protection: %s",
 				 SPI_result_code_string(rc));
