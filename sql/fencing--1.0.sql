@@ -524,10 +524,10 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.idempotency_claim_seq', 
 REVOKE ALL ON TABLE @extschema@.idempotency_keys FROM PUBLIC;
 REVOKE ALL ON SEQUENCE @extschema@.idempotency_claim_seq FROM PUBLIC;
 
--- The helpers run as the extension's owner (SECURITY DEFINER).  The C
--- helpers carry no SET search_path: the only SQL they run is their own,
--- with every name qualified, operators included (see src/idempotency.c);
--- the PL/pgSQL purge sets it, as usual.
+-- The C helpers run their own SQL, every name qualified, as the extension's
+-- owner: they switch to it around SPI, as the guard does (see
+-- src/idempotency.c), so they need neither SECURITY DEFINER nor a SET
+-- search_path clause.  The PL/pgSQL purge is SECURITY DEFINER and sets it.
 CREATE FUNCTION @extschema@.idem_begin(key text, request jsonb,
                                        lease interval DEFAULT '1 minute',
                                        retention interval DEFAULT '24 hours',
@@ -535,7 +535,7 @@ CREATE FUNCTION @extschema@.idem_begin(key text, request jsonb,
     RETURNS TABLE(state text, token @extschema@.fence, result jsonb,
                   recovery_point text, expires_at timestamptz)
     AS 'MODULE_PATHNAME', 'idem_begin'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1 SECURITY DEFINER;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 COMMENT ON FUNCTION @extschema@.idem_begin(text, jsonb, interval, interval, boolean) IS
     'claim an idempotency key (started, resumed) or replay its result (done); SF003 for another request, SF004 while another owner holds it';
 
@@ -544,21 +544,21 @@ CREATE FUNCTION @extschema@.idem_checkpoint(key text, token @extschema@.fence,
                                             lease interval DEFAULT NULL)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_checkpoint'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION @extschema@.idem_checkpoint(text, @extschema@.fence, text, interval) IS
     'record how far the claim got and renew its lease; SF001 unless token is the key''s running claim';
 
 CREATE FUNCTION @extschema@.idem_complete(key text, token @extschema@.fence, result jsonb)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_complete'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION @extschema@.idem_complete(text, @extschema@.fence, jsonb) IS
     'record the final result of the key''s request; SF001 unless token is the key''s running claim';
 
 CREATE FUNCTION @extschema@.idem_abandon(key text, token @extschema@.fence)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_abandon'
-    LANGUAGE C VOLATILE PARALLEL UNSAFE SECURITY DEFINER;
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION @extschema@.idem_abandon(text, @extschema@.fence) IS
     'give the claim up so that the next idem_begin resumes at once; SF001 unless token is the key''s running claim';
 
