@@ -29,7 +29,7 @@ fencing_deps() {
     local pkgs=(make gcc libc6-dev "postgresql-$FENCING_PGVER"
                 "postgresql-server-dev-$FENCING_PGVER" "postgresql-$FENCING_PGVER-pgtap"
                 libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
-                redis-server redis-tools procps util-linux)
+                redis-server redis-tools procps util-linux python3)
     local missing=() p
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
