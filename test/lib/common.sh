@@ -99,10 +99,12 @@ fencing_as_postgres() {
     fi
 }
 
-# A TCP port on 127.0.0.1 that nothing listens on.
+# A TCP port on 127.0.0.1 that nothing listens on, below the kernel's
+# ephemeral range (where client sockets could already hold it).
 fencing_free_port() {
-    local p
-    for p in $(shuf -i 20000-45000 -n 50); do
+    local p lo=32768
+    read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+    for p in $(shuf -i 10000-$((lo - 1)) -n 50); do
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return 0
