@@ -4,7 +4,9 @@
 # and fence_recv (binary COPY FROM), in one server-side loop each.  Every
 # outcome is compared with an independent oracle written here from the
 # SPEC: which inputs are accepted and their canonical form, and which
-# SQLSTATE each rejected input gets.  Finally the server must still be up
+# SQLSTATE each rejected input gets.  The same text inputs go through the
+# setting fencing.token (SET LOCAL), which must refuse exactly what the type
+# refuses and carry the canonical value into the guard.  Finally the server must still be up
 # and must not have logged a crash.
 use strict;
 use warnings;
@@ -336,6 +338,69 @@ is( $node->safe_psql(
 		  SELECT count(*) FROM target WHERE f IS NULL}),
 	"accepted\n1",
 	'binary input: a NULL field is NULL');
+
+# ---------------------------------------------------------------------------
+# The setting fencing.token: the same inputs through SET LOCAL
+# ---------------------------------------------------------------------------
+
+# Every text input is set with SET LOCAL fencing.token (inside a
+# subtransaction, with the library loaded, so the check hook parses it),
+# then a row is inserted into a table protected in row scope: the guard
+# writes the token it used into the fence column.  A bad value must fail at
+# SET with 22P02 or 22003, as the type's input does; a good one must be
+# the canonical parse of the text; the empty string means "no token".
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE token_target (n int, fence fencing.fence);
+SELECT fencing.protect('token_target');
+CREATE TABLE token_results (n int PRIMARY KEY, state text, result text);
+DO $$
+DECLARE
+    r record;
+    v text;
+BEGIN
+    PERFORM '0'::fencing.fence;     -- the library is loaded: SET is checked
+    FOR r IN SELECT n, input FROM text_inputs ORDER BY n LOOP
+        BEGIN
+            EXECUTE pg_catalog.format('SET LOCAL fencing.token = %L', r.input);
+            INSERT INTO token_target VALUES (r.n) RETURNING fence::text INTO v;
+            INSERT INTO token_results VALUES (r.n, NULL, coalesce(v, 'none'));
+            RESET fencing.token;
+        EXCEPTION WHEN OTHERS THEN
+            INSERT INTO token_results VALUES (r.n, SQLSTATE, NULL);
+        END;
+    END LOOP;
+END $$;
+});
+$out = $node->safe_psql('postgres',
+	q{SELECT n, coalesce(state, ''), coalesce(result, '') FROM token_results ORDER BY n});
+%states = ();
+$mismatch = 0;
+for my $line (split /\n/, $out)
+{
+	my ($n, $state, $result) = split /\|/, $line, 3;
+	my $input = $inputs[ $n - 1 ];
+	my $want = $input eq '' ? [ 'ok', 'none' ] : text_oracle($input);
+	$states{ $state eq '' ? 'accepted' : $state }++;
+	my $got = $state eq '' ? [ 'ok', $result ] : [ 'err', $state ];
+	if ($got->[0] ne $want->[0] || $got->[1] ne $want->[1])
+	{
+		$mismatch++;
+		diag sprintf("fencing.token %s: got %s %s, expected %s %s",
+			hexenc($input), @$got, @$want)
+		  if $mismatch <= 20;
+	}
+}
+is(scalar(split /\n/, $out), scalar(@inputs),
+	'fencing.token: every input was tried with SET LOCAL');
+note 'fencing.token: ' . join(', ', map { "$_: $states{$_}" } sort keys %states);
+is($mismatch, 0,
+	'fencing.token: every value is refused as the type refuses it, or used as its canonical parse');
+is(join(',', grep { !/^(accepted|22P02|22003)$/ } sort keys %states),
+	'', 'fencing.token: no SQLSTATE other than 22P02 and 22003');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM token_target WHERE fence IS NULL}),
+	scalar(grep { $_ eq '' } @inputs),
+	'fencing.token: only the empty value wrote no token');
 
 # ---------------------------------------------------------------------------
 # The server survived
