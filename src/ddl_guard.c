@@ -827,41 +827,25 @@ GuardPartitions(Oid parent, Protection *p)
 static void
 ProtectDetached(Oid part, Protection *p)
 {
-	Oid			argtypes[5] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID};
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[2] = {OIDOID, OIDOID};
+	Datum		values[2];
 	Oid			save_userid;
 	int			save_sec_context;
 	int			rc;
 
+	/* every setting of the tree's row, whatever columns it has */
 	values[0] = ObjectIdGetDatum(part);
-	values[1] = DirectFunctionCall1(namein, CStringGetDatum(p->fence_column));
-	if (p->nkeys < 0)
-	{
-		nulls[2] = 'n';
-		values[2] = (Datum) 0;
-	}
-	else
-	{
-		Datum	   *names = palloc(sizeof(Datum) * Max(p->nkeys, 1));
-		int			k;
-
-		for (k = 0; k < p->nkeys; k++)
-			names[k] = DirectFunctionCall1(namein, CStringGetDatum(p->key_columns[k]));
-		values[2] = PointerGetDatum(construct_array(names, p->nkeys, NAMEOID,
-													NAMEDATALEN, false,
-													TYPALIGN_CHAR));
-	}
-	values[3] = BoolGetDatum(p->strict);
-	values[4] = CStringGetTextDatum(p->scope_name);
-
+	values[1] = ObjectIdGetDatum(p->relid);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(RelOwner(part),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	rc = SPI_execute_with_args("SELECT fencing.protect($1, $2, $3, $4, $5)",
-							   5, argtypes, values, nulls, false, 0);
+	rc = SPI_execute_with_args("SELECT fencing.protect($1::pg_catalog.regclass, p.fence_column, "
+							   "p.key_columns, p.strict, p.scope_name, p.lease) "
+							   "FROM fencing.protected p "
+							   "WHERE p.relid OPERATOR(pg_catalog.=) $2",
+							   2, argtypes, values, NULL, false, 0);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-	if (rc != SPI_OK_SELECT)
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not protect detached partition: %s",
 			 SPI_result_code_string(rc));
 }

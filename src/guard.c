@@ -301,14 +301,21 @@ fencing_guard(PG_FUNCTION_ARGS)
 
 	if (!have_token)
 	{
-		/* row scope has nothing to check a new row against */
-		if (TRIGGER_FIRED_BY_INSERT(event) && cfg->nkeys < 0)
+		/* row scope has nothing to check a new row against, save a lease */
+		if (TRIGGER_FIRED_BY_INSERT(event) && cfg->nkeys < 0 && cfg->lease == NULL)
 		{
 			FencingStatsCount(cfg->stats, FENCING_STAT_ACCEPTED);
 			return PointerGetDatum(result);
 		}
 		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_MISSING);
 		ReportTokenRequired(rel, WriteName(event));
+	}
+
+	/* with a lease, only its current, live token may write (lease.c) */
+	if (cfg->lease != NULL && !LeaseHeldWith(cfg->lease, &token))
+	{
+		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+		ReportLeaseLost(cfg->lease, &token, rel);
 	}
 
 	if (cfg->nkeys < 0)

@@ -435,7 +435,7 @@ InvalidateTree(List *tree)
 }
 
 /*
- * fencing.protect(tbl, fence_column, key_columns, strict, scope_name):
+ * fencing.protect(tbl, fence_column, key_columns, strict, scope_name, lease):
  * install the guard and record the settings; a second call changes them.
  */
 Datum
@@ -448,6 +448,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	int			nkeys = -1;
 	bool		strict;
 	char	   *scope_name;
+	char	   *lease = NULL;
 	Relation	rel;
 	List	   *tree;
 	ListCell   *lc;
@@ -526,6 +527,17 @@ fencing_protect(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL to use the table's qualified name.")));
 	}
 
+	/* the lease every write must hold (see lease.c); need not exist yet */
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+	{
+		lease = text_to_cstring(PG_GETARG_TEXT_PP(5));
+		if (lease[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lease must not be empty"),
+					 errhint("Pass NULL to protect the table without a lease.")));
+	}
+
 	tree = RelationTree(rel);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -567,9 +579,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 	SetUserIdAndSecContext(FencingOwnerOid(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	{
-		Oid			argtypes[5] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID};
-		Datum		values[5];
-		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+		Oid			argtypes[6] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID, TEXTOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 		int			rc;
 
 		values[0] = ObjectIdGetDatum(relid);
@@ -579,14 +591,18 @@ fencing_protect(PG_FUNCTION_ARGS)
 			nulls[2] = 'n';
 		values[3] = BoolGetDatum(strict);
 		values[4] = CStringGetTextDatum(scope_name);
+		values[5] = lease ? CStringGetTextDatum(lease) : (Datum) 0;
+		if (lease == NULL)
+			nulls[5] = 'n';
 		rc = SPI_execute_with_args("INSERT INTO fencing.protected AS p "
-								   "(relid, fence_column, key_columns, strict, scope_name) "
-								   "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (relid) DO UPDATE "
+								   "(relid, fence_column, key_columns, strict, scope_name, lease) "
+								   "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (relid) DO UPDATE "
 								   "SET fence_column = EXCLUDED.fence_column, "
 								   "key_columns = EXCLUDED.key_columns, "
 								   "strict = EXCLUDED.strict, "
-								   "scope_name = EXCLUDED.scope_name",
-								   5, argtypes, values, nulls, false, 0);
+								   "scope_name = EXCLUDED.scope_name, "
+								   "lease = EXCLUDED.lease",
+								   6, argtypes, values, nulls, false, 0);
 		if (rc != SPI_OK_INSERT)
 			elog(ERROR, "could not record the protection: %s",
 				 SPI_result_code_string(rc));
