@@ -403,6 +403,69 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM token_target WHERE fence 
 	'fencing.token: only the empty value wrote no token');
 
 # ---------------------------------------------------------------------------
+# Idempotency keys: fencing.idem_begin with random keys and requests
+# ---------------------------------------------------------------------------
+
+# Keys: the text inputs above (empty, white space, control characters,
+# non-ASCII), some over 255 characters, a few NULL; requests: a handful of
+# JSON documents (so that keys come back with another request: SF003), a
+# few NULL.  Only 22023 (empty or over-long key), 22004 (NULL), SF003, SF004
+# or a row in state started, done or resumed may come back.
+my @requests = ('{"a": 1}', '{"a": 1, "b": [1, 2]}', '"x"', '[]', 'null', '{"a": 2}');
+my @idem;
+for my $i (0 .. 2999)
+{
+	my $r = rand();
+	my $key =
+	    $r < 0.03 ? undef
+	  : $r < 0.08 ? 'k' x (250 + int(rand(10)))
+	  : $r < 0.5  ? $inputs[ int(rand(@inputs)) ]
+	  :             'key-' . int(rand(300));
+	my $req = rand() < 0.03 ? undef : $requests[ int(rand(@requests)) ];
+	push @idem, [ $key, $req ];
+}
+my $iarray = join(',',
+	map { defined $_->[0] ? '"' . hexenc($_->[0]) . '"' : 'NULL' } @idem);
+my $rarray = join(',', map { defined $_->[1] ? '"' . hexenc($_->[1]) . '"' : 'NULL' } @idem);
+$node->safe_psql(
+	'postgres', qq{
+CREATE TABLE idem_inputs (n int PRIMARY KEY, key text, request jsonb);
+INSERT INTO idem_inputs
+  SELECT n, convert_from(decode(k, 'hex'), 'UTF8'), convert_from(decode(r, 'hex'), 'UTF8')::jsonb
+    FROM unnest('{$iarray}'::text[], '{$rarray}'::text[]) WITH ORDINALITY AS u(k, r, n);
+CREATE TABLE idem_results (n int PRIMARY KEY, state text);
+DO \$\$
+DECLARE
+    i record;
+    st text;
+BEGIN
+    FOR i IN SELECT n, key, request FROM idem_inputs ORDER BY n LOOP
+        BEGIN
+            SELECT b.state INTO st
+              FROM fencing.idem_begin(i.key, i.request, wait => false) b;
+            -- now and then finish the claim, so that later calls see "done"
+            IF st IN ('started', 'resumed') AND i.n % 3 = 0 THEN
+                PERFORM fencing.idem_complete(i.key, k.claim, '{"ok": true}')
+                   FROM fencing.idempotency_keys k WHERE k.key = i.key;
+            END IF;
+            INSERT INTO idem_results VALUES (i.n, st);
+        EXCEPTION WHEN OTHERS THEN
+            INSERT INTO idem_results VALUES (i.n, SQLSTATE);
+        END;
+    END LOOP;
+END \$\$;
+});
+$out = $node->safe_psql('postgres',
+	q{SELECT state, count(*) FROM idem_results GROUP BY 1 ORDER BY 1});
+my %istates = map { split /\|/ } split /\n/, $out;
+note 'idem_begin: ' . join(', ', map { "$_: $istates{$_}" } sort keys %istates);
+is(join(',', grep { !/^(started|done|resumed|22023|22004|SF003|SF004)$/ } sort keys %istates),
+	'', 'idem_begin: only started/done/resumed, 22023, 22004, SF003 or SF004');
+ok(($istates{started} // 0) > 0 && ($istates{'22023'} // 0) > 0
+	  && ($istates{SF003} // 0) > 0 && ($istates{'22004'} // 0) > 0,
+	'idem_begin: keys were started, and refused as empty/over-long, NULL and reused');
+
+# ---------------------------------------------------------------------------
 # The server survived
 # ---------------------------------------------------------------------------
 is($node->safe_psql('postgres', q{SELECT '3:42'::fencing.fence::text}),
