@@ -309,6 +309,24 @@ LockTarget(RangeVar *rv)
 	return relid;
 }
 
+/*
+ * LockTarget for CREATE TRIGGER, which needs only the TRIGGER privilege,
+ * not ownership: a role granted TRIGGER on a protected table must not get
+ * past the check because it does not own the table.
+ */
+static Oid
+LockTriggerTarget(RangeVar *rv)
+{
+	Oid			relid = RangeVarGetRelid(rv, NoLock, true);
+
+	if (!OidIsValid(relid) ||
+		(!pg_class_ownercheck(relid, GetUserId()) &&
+		 pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK))
+		return InvalidOid;
+	LockRelationOid(relid, DDL_GUARD_LOCKMODE);
+	return relid;
+}
+
 /* Does this ALTER TABLE subcommand need a look at fencing.protected? */
 static bool
 IsGuardedSubcommand(AlterTableCmd *cmd)
@@ -531,7 +549,7 @@ CheckCreateTrigger(CreateTrigStmt *stmt)
 	if (!stmt->row || stmt->timing != TRIGGER_TYPE_BEFORE ||
 		!FiresAfterGuard(stmt->trigname))
 		return;
-	relid = LockTarget(stmt->relation);
+	relid = LockTriggerTarget(stmt->relation);
 	if (!OidIsValid(relid))
 		return;
 	protections = LoadProtections();

@@ -16,6 +16,10 @@
 #   FencingTest::report($run, $check)            note lines with the figures
 #   FencingTest::sql_error($node, $db, $sql)     the SQLSTATE of a statement
 #                                                (or '' when it succeeded)
+#   FencingTest::acked_max($attempts)            per scope, the highest token
+#                                                whose COMMIT a client saw
+#   FencingTest::probe_stale($node, $db)         every stored fence, and a
+#                                                token below it, must get SF001
 #
 # How the history is kept.  Every accepted write is logged by the server
 # itself, in its own transaction: an AFTER ROW trigger on each written table
@@ -759,6 +763,61 @@ sub check_history
 	$count{violations} = scalar @v;
 	$count{violation_list} = \@v;
 	return \%count;
+}
+
+# The highest token of the writes whose COMMIT a client saw, per scope:
+# { scope => fence string }.
+sub acked_max
+{
+	my ($attempts) = @_;
+	my %m;
+	foreach my $a (grep { $_->{outcome} eq 'accepted' } @$attempts)
+	{
+		$m{$_} = fence_max($m{$_}, $a->{token}) foreach @{ $a->{scopes} };
+	}
+	return \%m;
+}
+
+# Try a write with $token on the scope $scope ("accounts/1", "acct/acct-2",
+# "adv/1"); returns its SQLSTATE ('' when it was accepted).
+sub write_scope
+{
+	my ($node, $db, $scope, $token) = @_;
+	my ($kind, $key) = split m{/}, $scope, 2;
+	my $sql =
+	    $kind eq 'accounts'
+	  ? "SET LOCAL fencing.token = '$token'; UPDATE stress.accounts SET balance = balance + 1 WHERE id = $key;"
+	  : $kind eq 'acct'
+	  ? "SET LOCAL fencing.token = '$token'; INSERT INTO stress.ledger (account, amount) VALUES ('$key', 0);"
+	  : "UPDATE stress.adv SET n = n + 1, fence = fencing.advance(fence, '$token') WHERE id = $key;";
+	my ($state) = sql_error($node, $db, "BEGIN;\n$sql\nCOMMIT;");
+	return $state;
+}
+
+# Probe every stored fence with stale tokens: the fence itself and a token
+# just below it must both be refused with SF001.  Returns the number of
+# probes and a list of the failures.
+sub probe_stale
+{
+	my ($node, $db) = @_;
+	my $stored = stored_fences($node, $db);
+	my ($n, @bad) = (0);
+	foreach my $s (sort keys %$stored)
+	{
+		my $f = parse_fence($stored->{$s}) or next;
+		my @tokens = ("$f->[0]:$f->[1]");
+		push @tokens, $f->[1] > 0 ? "$f->[0]:" . ($f->[1] - 1)
+		  : $f->[0] > 0 ? ($f->[0] - 1) . ':9223372036854775807'
+		  : ();
+		foreach my $t (@tokens)
+		{
+			$n++;
+			my $state = write_scope($node, $db, $s, $t);
+			push @bad, "$s: token $t (stored fence $stored->{$s}) got '$state'"
+			  if $state ne 'SF001';
+		}
+	}
+	return ($n, \@bad);
 }
 
 # Note the figures of a check.

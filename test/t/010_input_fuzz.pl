@@ -4,7 +4,9 @@
 # and fence_recv (binary COPY FROM), in one server-side loop each.  Every
 # outcome is compared with an independent oracle written here from the
 # SPEC: which inputs are accepted and their canonical form, and which
-# SQLSTATE each rejected input gets.  Finally the server must still be up
+# SQLSTATE each rejected input gets.  The same text inputs go through the
+# setting fencing.token (SET LOCAL), which must refuse exactly what the type
+# refuses and carry the canonical value into the guard.  Finally the server must still be up
 # and must not have logged a crash.
 use strict;
 use warnings;
@@ -336,6 +338,132 @@ is( $node->safe_psql(
 		  SELECT count(*) FROM target WHERE f IS NULL}),
 	"accepted\n1",
 	'binary input: a NULL field is NULL');
+
+# ---------------------------------------------------------------------------
+# The setting fencing.token: the same inputs through SET LOCAL
+# ---------------------------------------------------------------------------
+
+# Every text input is set with SET LOCAL fencing.token (inside a
+# subtransaction, with the library loaded, so the check hook parses it),
+# then a row is inserted into a table protected in row scope: the guard
+# writes the token it used into the fence column.  A bad value must fail at
+# SET with 22P02 or 22003, as the type's input does; a good one must be
+# the canonical parse of the text; the empty string means "no token".
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE token_target (n int, fence fencing.fence);
+SELECT fencing.protect('token_target');
+CREATE TABLE token_results (n int PRIMARY KEY, state text, result text);
+DO $$
+DECLARE
+    r record;
+    v text;
+BEGIN
+    PERFORM '0'::fencing.fence;     -- the library is loaded: SET is checked
+    FOR r IN SELECT n, input FROM text_inputs ORDER BY n LOOP
+        BEGIN
+            EXECUTE pg_catalog.format('SET LOCAL fencing.token = %L', r.input);
+            INSERT INTO token_target VALUES (r.n) RETURNING fence::text INTO v;
+            INSERT INTO token_results VALUES (r.n, NULL, coalesce(v, 'none'));
+            RESET fencing.token;
+        EXCEPTION WHEN OTHERS THEN
+            INSERT INTO token_results VALUES (r.n, SQLSTATE, NULL);
+        END;
+    END LOOP;
+END $$;
+});
+$out = $node->safe_psql('postgres',
+	q{SELECT n, coalesce(state, ''), coalesce(result, '') FROM token_results ORDER BY n});
+%states = ();
+$mismatch = 0;
+for my $line (split /\n/, $out)
+{
+	my ($n, $state, $result) = split /\|/, $line, 3;
+	my $input = $inputs[ $n - 1 ];
+	my $want = $input eq '' ? [ 'ok', 'none' ] : text_oracle($input);
+	$states{ $state eq '' ? 'accepted' : $state }++;
+	my $got = $state eq '' ? [ 'ok', $result ] : [ 'err', $state ];
+	if ($got->[0] ne $want->[0] || $got->[1] ne $want->[1])
+	{
+		$mismatch++;
+		diag sprintf("fencing.token %s: got %s %s, expected %s %s",
+			hexenc($input), @$got, @$want)
+		  if $mismatch <= 20;
+	}
+}
+is(scalar(split /\n/, $out), scalar(@inputs),
+	'fencing.token: every input was tried with SET LOCAL');
+note 'fencing.token: ' . join(', ', map { "$_: $states{$_}" } sort keys %states);
+is($mismatch, 0,
+	'fencing.token: every value is refused as the type refuses it, or used as its canonical parse');
+is(join(',', grep { !/^(accepted|22P02|22003)$/ } sort keys %states),
+	'', 'fencing.token: no SQLSTATE other than 22P02 and 22003');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM token_target WHERE fence IS NULL}),
+	scalar(grep { $_ eq '' } @inputs),
+	'fencing.token: only the empty value wrote no token');
+
+# ---------------------------------------------------------------------------
+# Idempotency keys: fencing.idem_begin with random keys and requests
+# ---------------------------------------------------------------------------
+
+# Keys: the text inputs above (empty, white space, control characters,
+# non-ASCII), some over 255 characters, a few NULL; requests: a handful of
+# JSON documents (so that keys come back with another request: SF003), a
+# few NULL.  Only 22023 (empty or over-long key), 22004 (NULL), SF003, SF004
+# or a row in state started, done or resumed may come back.
+my @requests = ('{"a": 1}', '{"a": 1, "b": [1, 2]}', '"x"', '[]', 'null', '{"a": 2}');
+my @idem;
+for my $i (0 .. 2999)
+{
+	my $r = rand();
+	my $key =
+	    $r < 0.03 ? undef
+	  : $r < 0.08 ? 'k' x (250 + int(rand(10)))
+	  : $r < 0.5  ? $inputs[ int(rand(@inputs)) ]
+	  :             'key-' . int(rand(300));
+	my $req = rand() < 0.03 ? undef : $requests[ int(rand(@requests)) ];
+	push @idem, [ $key, $req ];
+}
+my $iarray = join(',',
+	map { defined $_->[0] ? '"' . hexenc($_->[0]) . '"' : 'NULL' } @idem);
+my $rarray = join(',', map { defined $_->[1] ? '"' . hexenc($_->[1]) . '"' : 'NULL' } @idem);
+$node->safe_psql(
+	'postgres', qq{
+CREATE TABLE idem_inputs (n int PRIMARY KEY, key text, request jsonb);
+INSERT INTO idem_inputs
+  SELECT n, convert_from(decode(k, 'hex'), 'UTF8'), convert_from(decode(r, 'hex'), 'UTF8')::jsonb
+    FROM unnest('{$iarray}'::text[], '{$rarray}'::text[]) WITH ORDINALITY AS u(k, r, n);
+CREATE TABLE idem_results (n int PRIMARY KEY, state text);
+DO \$\$
+DECLARE
+    i record;
+    st text;
+BEGIN
+    FOR i IN SELECT n, key, request FROM idem_inputs ORDER BY n LOOP
+        BEGIN
+            SELECT b.state INTO st
+              FROM fencing.idem_begin(i.key, i.request, wait => false) b;
+            -- now and then finish the claim, so that later calls see "done"
+            IF st IN ('started', 'resumed') AND i.n % 3 = 0 THEN
+                PERFORM fencing.idem_complete(i.key, k.claim, '{"ok": true}')
+                   FROM fencing.idempotency_keys k WHERE k.key = i.key;
+            END IF;
+            INSERT INTO idem_results VALUES (i.n, st);
+        EXCEPTION WHEN OTHERS THEN
+            INSERT INTO idem_results VALUES (i.n, SQLSTATE);
+        END;
+    END LOOP;
+END \$\$;
+});
+$out = $node->safe_psql('postgres',
+	q{SELECT state, count(*) FROM idem_results GROUP BY 1 ORDER BY 1});
+my %istates = map { split /\|/ } split /\n/, $out;
+note 'idem_begin: ' . join(', ', map { "$_: $istates{$_}" } sort keys %istates);
+is(join(',', grep { !/^(started|done|resumed|22023|22004|SF003|SF004)$/ } sort keys %istates),
+	'', 'idem_begin: only started/done/resumed, 22023, 22004, SF003 or SF004');
+ok(($istates{started} // 0) > 0 && ($istates{'22023'} // 0) > 0
+	  && ($istates{SF003} // 0) > 0 && ($istates{'22004'} // 0) > 0,
+	'idem_begin: keys were started, and refused as empty/over-long, NULL and reused');
 
 # ---------------------------------------------------------------------------
 # The server survived

@@ -15,7 +15,8 @@
 # been accepted after a newer token of its scope was acknowledged.
 #
 # FENCING_STRESS_CLIENTS (default 4), FENCING_STRESS_SECONDS (default 15)
-# and FENCING_STRESS_SEED change the load.
+# and FENCING_STRESS_SEED change the load.  FENCING_LONG=1 is the long mode:
+# 8 clients for 300 s unless those say otherwise (not run by default).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -36,7 +37,11 @@ my $baseline = FencingTest::stress_setup($node, 'postgres');
 is($baseline->{'acct/acct-1'}, '0:1',
 	'protect() seeded the key scope from the existing rows');
 
-my $run = FencingTest::run_stress($node, 'postgres');
+my $long = $ENV{FENCING_LONG};
+my $run = FencingTest::run_stress(
+	$node, 'postgres',
+	clients => $ENV{FENCING_STRESS_CLIENTS} // ($long ? 8 : 4),
+	seconds => $ENV{FENCING_STRESS_SECONDS} // ($long ? 300 : 15));
 my $check =
   FencingTest::check_history($node, 'postgres', $run->{attempts}, $baseline);
 FencingTest::report('stress', $run, $check);
