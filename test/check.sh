@@ -9,8 +9,8 @@
 # Perl TAP tests.  The last line is "N passed, M failed"; the exit status is
 # non-zero when anything failed.
 #
-# Environment: FENCING_SUITES="regress isolation pgtap tap asan" picks suites
-# (asan: the pg_regress suite again, for memory errors: AddressSanitizer
+# Environment: FENCING_SUITES="regress isolation pgtap tap memory" picks suites
+# (memory: the pg_regress suite again, for memory errors: AddressSanitizer
 # where PostgreSQL runs with libasan preloaded, else valgrind memcheck);
 # FENCING_KEEP=1 keeps the scratch directory (logs, diffs) for a post-mortem.
 
@@ -19,7 +19,7 @@ set -u
 trap fencing_cleanup EXIT
 trap 'exit 130' INT TERM
 
-suites=${FENCING_SUITES:-regress isolation pgtap tap asan}
+suites=${FENCING_SUITES:-regress isolation pgtap tap memory}
 total_pass=0
 total_fail=0
 report=()
@@ -132,7 +132,7 @@ for suite in $suites; do
         grep -vE '^\s*ok [0-9]+' "$FENCING_WORK/tap.log"
         count_tap "$FENCING_WORK/tap.log" tap $st
         ;;
-    asan)
+    memory)
         # Memory errors in the extension, under the pg_regress suite.
         # First choice: the extension built with -fsanitize=address, loaded
         # into the (uninstrumented) Debian server run with libasan
@@ -186,7 +186,7 @@ for suite in $suites; do
             ;;
         *)
             echo "asan: neither AddressSanitizer nor valgrind can run here" >>"$FENCING_WORK/failures"
-            record asan 0 1
+            record memory 0 1
             continue
             ;;
         esac
@@ -230,9 +230,9 @@ for suite in $suites; do
         # one more line for "no memory error, no crash"
         if [ "$asan_bad" -eq 0 ]; then
             fencing_log "$mode: no memory error in fencing, no crash"
-            record "asan" $((asan_ok + 1)) "$asan_failed"
+            record "memory" $((asan_ok + 1)) "$asan_failed"
         else
-            record "asan" "$asan_ok" $((asan_failed + asan_bad))
+            record "memory" "$asan_ok" $((asan_failed + asan_bad))
         fi
         FENCING_BINDIR=${saved[0]} PG_CONFIG=${saved[1]} PGHOST=${saved[2]} PGPORT=${saved[3]} PGDATA=${saved[4]}
         export FENCING_BINDIR PG_CONFIG PGHOST PGPORT PGDATA
