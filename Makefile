@@ -11,7 +11,7 @@ MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
 OBJS_CORE = src/fencing.o src/fence.o src/advance.o src/errors.o
 
-OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o
+OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o src/ddl_guard.o
 
 OBJS_STATS = src/stats.o
 
@@ -26,7 +26,7 @@ DATA = sql/fencing--1.0.sql
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
 
-REGRESS_GUARD =
+REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass guard_ddl
 
 REGRESS_STATS = stats
 
@@ -41,7 +41,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race
 
-ISOLATION_GUARD =
+ISOLATION_GUARD = guard_row_race guard_key_race
 
 ISOLATION_IDEM =
 

@@ -239,6 +239,143 @@ COMMENT ON FUNCTION @extschema@.scope_key(text[]) IS
 -- Guarding the guard: event triggers (src/ddl_guard.c)
 ------------------------------------------------------------------------------
 
+-- ddl_command_start: refuse DDL that lowers a protected table's protection (SF005)
+CREATE FUNCTION @extschema@.ddl_guard_start() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_guard_start' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.ddl_guard_start() IS
+    'event trigger: refuses DDL that would disable or break the guard of a protected table (SF005)';
+
+-- ddl_command_end: guard partitions created or attached later; keep detached ones protected
+CREATE FUNCTION @extschema@.ddl_guard_end() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_guard_end' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.ddl_guard_end() IS
+    'event trigger: guards partitions created or attached under a protected table; a detached partition stays protected';
+
+-- sql_drop: a dropped table leaves fencing.protected (its scope fences stay)
+CREATE FUNCTION @extschema@.ddl_guard_drop() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_ddl_guard_drop' LANGUAGE C;
+COMMENT ON FUNCTION @extschema@.ddl_guard_drop() IS
+    'event trigger: removes dropped tables from fencing.protected (their fences in fencing.scopes are kept)';
+
+CREATE EVENT TRIGGER fencing_ddl_guard_start ON ddl_command_start
+    WHEN TAG IN ('ALTER TABLE', 'ALTER FOREIGN TABLE', 'DROP TRIGGER', 'ALTER TRIGGER')
+    EXECUTE FUNCTION @extschema@.ddl_guard_start();
+CREATE EVENT TRIGGER fencing_ddl_guard_end ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE')
+    EXECUTE FUNCTION @extschema@.ddl_guard_end();
+CREATE EVENT TRIGGER fencing_ddl_guard_drop ON sql_drop
+    EXECUTE FUNCTION @extschema@.ddl_guard_drop();
+
+-- fire with session_replication_role = replica too
+ALTER EVENT TRIGGER fencing_ddl_guard_start ENABLE ALWAYS;
+ALTER EVENT TRIGGER fencing_ddl_guard_end ENABLE ALWAYS;
+ALTER EVENT TRIGGER fencing_ddl_guard_drop ENABLE ALWAYS;
+
+-- What the on-call engineer checks first: is every guard in place?
+CREATE VIEW @extschema@.protected_tables AS
+WITH tree AS (
+    -- the protected table and, when partitioned, every partition at any level
+    SELECT p.relid, t.relid AS member
+      FROM @extschema@.protected p
+      JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relid
+      CROSS JOIN LATERAL pg_catalog.pg_partition_tree(p.relid) t
+     WHERE c.relkind OPERATOR(pg_catalog.=) 'p'
+    UNION ALL
+    SELECT p.relid, p.relid
+      FROM @extschema@.protected p
+      JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relid
+     WHERE c.relkind OPERATOR(pg_catalog.<>) 'p'
+),
+expected (tgname, tgfoid) AS (
+    VALUES ('zz_fencing_guard'::pg_catalog.name,
+            '@extschema@.guard()'::pg_catalog.regprocedure::pg_catalog.oid),
+           ('zz_fencing_truncate'::pg_catalog.name,
+            '@extschema@.guard_truncate()'::pg_catalog.regprocedure::pg_catalog.oid)
+),
+problems AS (
+    -- the triggers of every member
+    SELECT tr.relid,
+           pg_catalog.format(
+               CASE WHEN g.oid IS NULL THEN 'trigger %s is missing on %s'
+                    WHEN g.tgfoid OPERATOR(pg_catalog.<>) e.tgfoid
+                        THEN 'trigger %s on %s calls the wrong function'
+                    ELSE 'trigger %s on %s is not ENABLE ALWAYS (tgenabled = %s)'
+               END, e.tgname, tr.member::pg_catalog.regclass, g.tgenabled) AS problem
+      FROM tree tr
+      CROSS JOIN expected e
+      LEFT JOIN pg_catalog.pg_trigger g
+             ON g.tgrelid OPERATOR(pg_catalog.=) tr.member
+            AND g.tgname OPERATOR(pg_catalog.=) e.tgname
+     WHERE g.oid IS NULL
+        OR g.tgfoid OPERATOR(pg_catalog.<>) e.tgfoid
+        OR g.tgenabled OPERATOR(pg_catalog.<>) 'A'
+    UNION ALL
+    -- the fence column
+    SELECT p.relid,
+           CASE WHEN a.attnum IS NULL
+                THEN pg_catalog.format('fence column %I is missing', p.fence_column)
+                ELSE pg_catalog.format('fence column %I is of type %s, not @extschema@.fence',
+                                       p.fence_column, a.atttypid::pg_catalog.regtype)
+           END
+      FROM @extschema@.protected p
+      LEFT JOIN pg_catalog.pg_attribute a
+             ON a.attrelid OPERATOR(pg_catalog.=) p.relid
+            AND a.attname OPERATOR(pg_catalog.=) p.fence_column
+            AND a.attnum OPERATOR(pg_catalog.>) 0
+            AND NOT a.attisdropped
+     WHERE a.attnum IS NULL
+        OR a.atttypid OPERATOR(pg_catalog.<>) '@extschema@.fence'::pg_catalog.regtype
+    UNION ALL
+    -- the key columns
+    SELECT p.relid, pg_catalog.format('key column %I is missing', k.name)
+      FROM @extschema@.protected p
+      CROSS JOIN LATERAL pg_catalog.unnest(p.key_columns) AS k(name)
+     WHERE NOT EXISTS (
+            SELECT FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid OPERATOR(pg_catalog.=) p.relid
+               AND a.attname OPERATOR(pg_catalog.=) k.name
+               AND a.attnum OPERATOR(pg_catalog.>) 0
+               AND NOT a.attisdropped)
+    UNION ALL
+    -- the table itself (gone only if the event triggers were bypassed)
+    SELECT p.relid, 'table does not exist'
+      FROM @extschema@.protected p
+     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_class c
+                        WHERE c.oid OPERATOR(pg_catalog.=) p.relid)
+    UNION ALL
+    -- the event triggers that guard the guard
+    SELECT p.relid,
+           pg_catalog.format('event trigger %s is not ENABLE ALWAYS', e.name)
+      FROM @extschema@.protected p
+      CROSS JOIN (VALUES ('fencing_ddl_guard_start'::pg_catalog.name),
+                         ('fencing_ddl_guard_end'), ('fencing_ddl_guard_drop')) e(name)
+     WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger t
+                        WHERE t.evtname OPERATOR(pg_catalog.=) e.name
+                          AND t.evtenabled OPERATOR(pg_catalog.=) 'A')
+)
+SELECT p.relid,
+       CASE WHEN p.key_columns IS NULL THEN 'row'
+            WHEN pg_catalog.cardinality(p.key_columns) OPERATOR(pg_catalog.=) 0 THEN 'table'
+            ELSE 'key'
+       END AS scope_kind,
+       p.key_columns,
+       p.strict,
+       p.scope_name,
+       (SELECT pg_catalog.count(*) FROM tree t
+         WHERE t.relid OPERATOR(pg_catalog.=) p.relid
+           AND t.member OPERATOR(pg_catalog.<>) p.relid) AS partitions,
+       pr.problem IS NULL AS guard_intact,
+       pr.problem
+  FROM @extschema@.protected p
+  LEFT JOIN LATERAL (
+        SELECT pg_catalog.string_agg(x.problem, '; ' ORDER BY x.problem) AS problem
+          FROM problems x
+         WHERE x.relid OPERATOR(pg_catalog.=) p.relid) pr ON true;
+
+COMMENT ON VIEW @extschema@.protected_tables IS
+    'one row per protected table: scope, partitions, and whether its guard is intact (problem says what is wrong)';
+GRANT SELECT ON @extschema@.protected_tables TO PUBLIC;
+
 -- (end of ddl guard section)
 
 ------------------------------------------------------------------------------

@@ -29,7 +29,9 @@
 #include "commands/trigger.h"
 #include "replication/logicalworker.h"
 #include "storage/itemptr.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 
 #include "fencing.h"
@@ -42,6 +44,15 @@ PG_FUNCTION_INFO_V1(fencing_guard_truncate);
  * and BEFORE DELETE on the old partition, then BEFORE INSERT on the new
  * one.  It is one write: the UPDATE is checked, and the DELETE and INSERT
  * that follow it for the same row are let through.
+ *
+ * The state outlives the statement (an UPDATE that did not move its row,
+ * or failed after the check, leaves it behind), so it is tied to the
+ * (sub)transaction that set it: command ids start again at 0 in every
+ * transaction and are not rolled back with a savepoint, so they alone
+ * cannot tell a later write from the move.  The DELETE is matched by its
+ * row version, not by command id, because a user trigger that runs SQL
+ * before ours advances the command counter; the INSERT, which carries no
+ * row version to match, must come in the same command as the DELETE.
  */
 typedef enum PendingMoveState
 {
@@ -56,8 +67,24 @@ static struct
 	Oid			relid;			/* the partition updated */
 	ItemPointerData tid;		/* the row version updated */
 	Oid			root;			/* the protected table of the tree */
-	CommandId	cid;			/* the command that updated it */
+	LocalTransactionId lxid;	/* the transaction that updated it */
+	SubTransactionId subxid;	/* and its subtransaction */
+	CommandId	cid;			/* the command of the DELETE */
 } pending_move = {MOVE_NONE};
+
+#if PG_VERSION_NUM >= 170000
+#define CurrentLocalTransactionId() (MyProc->vxid.lxid)
+#else
+#define CurrentLocalTransactionId() (MyProc->lxid)
+#endif
+
+/* Is the pending move one of this (sub)transaction? */
+static inline bool
+MoveOfThisTransaction(void)
+{
+	return pending_move.lxid == CurrentLocalTransactionId() &&
+		pending_move.subxid == GetCurrentSubTransactionId();
+}
 
 /* Does this DELETE or INSERT continue a checked cross-partition UPDATE? */
 static bool
@@ -67,7 +94,7 @@ ContinuesMove(TriggerData *trigdata, GuardConfig *cfg)
 
 	if (pending_move.state == MOVE_NONE)
 		return false;
-	if (pending_move.cid != GetCurrentCommandId(false) ||
+	if (!MoveOfThisTransaction() ||
 		pending_move.root != cfg->protected_relid)
 		match = false;
 	else if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
@@ -78,11 +105,13 @@ ContinuesMove(TriggerData *trigdata, GuardConfig *cfg)
 		if (match)
 		{
 			pending_move.state = MOVE_AFTER_DELETE;
+			pending_move.cid = GetCurrentCommandId(false);
 			return true;
 		}
 	}
 	else if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
-		match = pending_move.state == MOVE_AFTER_DELETE;
+		match = pending_move.state == MOVE_AFTER_DELETE &&
+			pending_move.cid == GetCurrentCommandId(false);
 	pending_move.state = MOVE_NONE;
 	return match;
 }
@@ -287,7 +316,8 @@ fencing_guard(PG_FUNCTION_ARGS)
 		pending_move.relid = RelationGetRelid(rel);
 		pending_move.tid = oldtup->t_self;
 		pending_move.root = cfg->protected_relid;
-		pending_move.cid = GetCurrentCommandId(false);
+		pending_move.lxid = CurrentLocalTransactionId();
+		pending_move.subxid = GetCurrentSubTransactionId();
 	}
 
 	FencingStatsCount(cfg->stats, FENCING_STAT_ACCEPTED);
@@ -321,7 +351,9 @@ fencing_guard_truncate(PG_FUNCTION_ARGS)
 			 errmsg("cannot truncate protected table \"%s\"",
 					RelationGetRelationName(rel)),
 			 errdetail("TRUNCATE would remove every row and its fence at once, with no token to check."),
-			 errhint("Call fencing.unprotect() on the table first if you really mean it."),
+			 errhint("Call fencing.unprotect('%s') first if you really mean it.",
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(cfg->protected_relid)),
+												get_rel_name(cfg->protected_relid))),
 			 errtable(rel)));
 	PG_RETURN_NULL();			/* not reached */
 }

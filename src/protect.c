@@ -24,7 +24,10 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/value.h"
 #include "utils/acl.h"
+#include "utils/varlena.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -122,6 +125,66 @@ IsProtected(Oid relid)
 		elog(ERROR, "could not read fencing.protected: %s",
 			 SPI_result_code_string(rc));
 	return SPI_processed > 0;
+}
+
+/*
+ * A scope's fences belong to the owners of its tables: protecting another
+ * table under a scope_name already used by a table the caller does not own
+ * (or equal to the name of such a table, its default scope name) would let
+ * the caller raise that table's fences out of its writers' reach.  Runs
+ * inside SPI.
+ */
+static void
+CheckScopeOwnership(Oid relid, const char *scope_name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(scope_name)};
+	List	   *names = NIL;
+	uint64		i;
+	int			rc;
+
+	rc = SPI_execute_with_args("SELECT relid::pg_catalog.oid FROM fencing.protected "
+							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, values, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Oid			other = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 1,
+														   &isnull));
+
+		if (other != relid && !pg_class_ownercheck(other, GetUserId()))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
+					 errdetail("The scope is used by table \"%s\", which you do not own.",
+							   get_rel_name(other)),
+					 errhint("Choose another scope_name.")));
+	}
+
+	/* a scope_name spelling another relation's name is that table's default */
+	if (SplitIdentifierString(pstrdup(scope_name), '.', &names) &&
+		list_length(names) >= 1 && list_length(names) <= 3)
+	{
+		List	   *qualified = NIL;
+		ListCell   *lc;
+		Oid			other;
+
+		foreach(lc, names)
+			qualified = lappend(qualified, makeString(lfirst(lc)));
+		other = RangeVarGetRelid(makeRangeVarFromNameList(qualified), NoLock, true);
+
+		if (OidIsValid(other) && other != relid &&
+			!pg_class_ownercheck(other, GetUserId()))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
+					 errdetail("The scope name is the name of table \"%s\", which you do not own.",
+							   get_rel_name(other)),
+					 errhint("Choose another scope_name.")));
+	}
 }
 
 /* Validate the column named colname of rel; return its attnum. */
@@ -425,6 +488,8 @@ fencing_protect(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+
+	CheckScopeOwnership(relid, scope_name);
 
 	/* one protection per partition tree */
 	if (rel->rd_rel->relispartition)

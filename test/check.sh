@@ -32,6 +32,7 @@ record() {
 
 fencing_deps
 fencing_build "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING"
+[ -n "${FENCING_KEEP:-}" ] && fencing_log "scratch directory (kept): $FENCING_WORK"
 
 # The inputs, where the postgres OS user can read them.
 src=$FENCING_WORK/src

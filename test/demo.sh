@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
 # test/demo.sh: the incident, played with real processes, with and without
-# fencing.
+# fencing, and with the guard.
 #
 #   sudo bash test/demo.sh          (or: make demo)
 #
 # Installs what is missing, builds the extension into a private copy of
 # PostgreSQL 15, starts a throwaway cluster (as the postgres OS user) and a
 # private redis-server, each on a free port of 127.0.0.1, then plays the
-# incident twice with real worker processes (test/demo/worker.sh):
+# incident three times with real worker processes (test/demo/worker.sh):
 #
 #   worker A takes the Redis lock and a fencing token, and freezes in the
 #   middle of the payout (kill -STOP: a GC pause longer than the lock's TTL);
 #   the lock expires; worker B takes it with a newer token and pays;
 #   A is thawed (kill -CONT), still sure the lock is its own, and pays too.
 #
-# Run 1 writes through fencing.advance(); run 2 is the same shop without it.
-# The exit status is 0 when the story played as expected (fenced: exactly
-# one payout, A rejected with SF001; unfenced: the refund paid twice), so
-# this doubles as a smoke test.  Everything started is stopped and the
-# scratch directory removed on exit, including on Ctrl-C.
+# Run 1 writes through fencing.advance(); run 2 is the same shop without it;
+# run 3 is run 2's careless code, plus SET LOCAL fencing.token, against
+# tables protected by the guard (fencing.protect: refunds in row scope, the
+# ledger in key scope per account), writing in two steps so that both
+# guards are seen.  The exit status is 0 when the story played as expected
+# (fenced: exactly one payout, A rejected with SF001; unfenced: the refund
+# paid twice; guarded: one payout, both of A's writes rejected with SF001
+# and counted in fencing.stats), so this doubles as a smoke test.
+# Everything started is stopped and the scratch directory removed on exit,
+# including on Ctrl-C.
 #
 # Environment (milliseconds): DEMO_TTL_MS=2000 the lock's TTL,
 # DEMO_PAUSE_MS=2400 how long A stays frozen (at least; it stays frozen
@@ -27,8 +32,9 @@
 # epoch; FENCING_KEEP=1 keeps the scratch directory (logs, timelines).
 #
 # Adding a scene: a schema in test/demo/schema.sql named after the scene,
-# the write in test/demo/scenes/SCENE.sql, and here a call to a scene
-# function plus an expect_SCENE function.
+# the write in test/demo/scenes/SCENE.sql (or in steps, each its own
+# transaction: SCENE.1.NAME.sql, SCENE.2.NAME.sql, ...), and here a call to
+# a scene function plus an expect_SCENE function, and a column in compare.
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,11 +63,12 @@ declare -A RESULT BOOKED BALANCE
 set_the_stage() {
     fencing_deps
     fencing_build
-    fencing_cluster_start demo
+    # the preload gives the guard its counters (fencing.stats)
+    fencing_cluster_start demo "shared_preload_libraries = 'fencing'"
     export PATH="$FENCING_BINDIR:$PATH" PGUSER=postgres PGDATABASE=shop
     fencing_log "PostgreSQL on port $PGPORT, scratch directory $FENCING_WORK"
     sql -d postgres -c 'CREATE DATABASE shop'
-    sql -f "$here/demo/schema.sql"
+    sql -f "$here/demo/schema.sql" >/dev/null   # (errors go to stderr)
     demo_redis_start
     fencing_log "redis-server on port $DEMO_REDIS_PORT"
 }
@@ -87,6 +94,9 @@ The incident
   The lock expires; worker B takes it with a newer token and pays.  Then A
   is thawed (kill -CONT), still sure it holds the lock, and writes too.
   Merchant balance before: 100.00; the refund: 25.00.
+  Three runs: with fencing.advance() in the UPDATE; without fencing; and
+  the code of run 2, unchanged but for SET LOCAL fencing.token, against
+  tables that fencing.protect() guards.
 EOF
 }
 
@@ -184,11 +194,34 @@ scene_incident() {
     read_the_books "$scene"
 }
 
+# What the guard counted, per protected table of the shop.
+show_stats() {
+    printf '\nThe guard'"'"'s counters:\n'
+    sql -P footer=off -c 'SELECT relid, accepted, rejected_stale, rejected_missing
+                            FROM fencing.stats ORDER BY relid::text' |
+        sed -e '/^$/d' -e 's/^/    /'
+}
+
+# One counter of fencing.stats for TABLE (0 when the table has no row).
+guard_stat() {
+    sql_value "SELECT coalesce((SELECT $2 FROM fencing.stats WHERE relid = '$1'::regclass), 0)"
+}
+
+# step_result SCENE NAME STEP: how step STEP of worker NAME's write ended
+# in SCENE (from NAME.steps: "committed" or "rejected SQLSTATE").
+step_result() {
+    sed -n "s/^$3 //p" "$FENCING_WORK/runs/$1/$2.steps" 2>/dev/null
+}
+
 # Print the error a worker got, as the server sent it.
 show_rejection() {
     local name=$1
     [ -s "$DEMO_RUN/$name.error" ] || return 0
-    printf '\nWorker %s'"'"'s write, as PostgreSQL answered it:\n' "$name"
+    if [ "$(grep -c ' rejected ' "$DEMO_RUN/$name.steps")" -gt 1 ]; then
+        printf '\nWorker %s'"'"'s writes, as PostgreSQL answered them:\n' "$name"
+    else
+        printf '\nWorker %s'"'"'s write, as PostgreSQL answered it:\n' "$name"
+    fi
     sed 's/^/    /' "$DEMO_RUN/$name.error"
 }
 
@@ -244,6 +277,33 @@ expect_unfenced() {
     check "balance debited twice: 50.00" [ "${BALANCE[unfenced]}" = 5000 ]
 }
 
+expect_guarded() {
+    local t=$DEMO_EPOCH
+    echo
+    check "worker B's ledger INSERT (token $t:2) committed" \
+        [ "$(step_result guarded B 1.ledger)" = committed ]
+    check "worker B's refund UPDATE (token $t:2) committed" \
+        [ "$(step_result guarded B 2.refund)" = committed ]
+    check "worker A's ledger INSERT (token $t:1) rejected with SF001 (key scope)" \
+        [ "$(step_result guarded A 1.ledger)" = "rejected SF001" ]
+    check "worker A's refund UPDATE (token $t:1) rejected with SF001 (row scope)" \
+        [ "$(step_result guarded A 2.refund)" = "rejected SF001" ]
+    check "both rejections name the fence they lost to, $t:2" \
+        [ "$(grep -c "DETAIL: .* $t:2\.\$" "$DEMO_RUN/A.error" 2>/dev/null)" = 2 ]
+    check "exactly one payout booked" [ "${BOOKED[guarded]}" = 1 ]
+    check "balance debited once: 75.00" [ "${BALANCE[guarded]}" = 7500 ]
+    check "refund r-1 paid by B and fenced at B's token" \
+        [ "$(sql_value "SELECT paid_by || ' ' || fence FROM guarded.refunds WHERE id = 'r-1'")" = "B $t:2" ]
+    check "merchant-1's ledger fence (fencing.scopes) at B's token" \
+        [ "$(sql_value "SELECT fence FROM fencing.scopes
+                         WHERE scope_name = 'guarded.ledger'
+                           AND key = fencing.scope_key('merchant-1')")" = "$t:2" ]
+    check "fencing.stats, ledger: 1 accepted, 1 rejected stale, 0 missing" \
+        [ "$(guard_stat guarded.ledger accepted)/$(guard_stat guarded.ledger rejected_stale)/$(guard_stat guarded.ledger rejected_missing)" = 1/1/0 ]
+    check "fencing.stats, refunds: 1 accepted, 1 rejected stale, 0 missing" \
+        [ "$(guard_stat guarded.refunds accepted)/$(guard_stat guarded.refunds rejected_stale)/$(guard_stat guarded.refunds rejected_missing)" = 1/1/0 ]
+}
+
 # How a worker's write ended, in words.
 outcome() {
     case $1 in
@@ -253,16 +313,30 @@ outcome() {
     esac
 }
 
+# "R of N": how many of worker NAME's N write steps in SCENE were rejected.
+rejected_count() {
+    local f=$FENCING_WORK/runs/$1/$2.steps
+    [ -e "$f" ] || { echo "?"; return; }
+    printf '%d of %d' "$(grep -c ' rejected ' "$f")" "$(wc -l <"$f")"
+}
+
 compare() {
+    local row='  %-36s %-18s %-18s %s\n'
     printf '\n=== With and without fencing ===\n'
-    printf '  %-34s %-18s %s\n' "" "with fencing" "without fencing" \
-        "worker B's write (the lock holder)" "$(outcome "${RESULT[fenced.B]:-none}")" \
-        "$(outcome "${RESULT[unfenced.B]:-none}")" \
-        "worker A's write (lock expired)" "$(outcome "${RESULT[fenced.A]:-none}")" \
-        "$(outcome "${RESULT[unfenced.A]:-none}")" \
-        "payouts booked for r-1 (25.00)" "${BOOKED[fenced]:-?}" "${BOOKED[unfenced]:-?}" \
-        "merchant balance (was 100.00)" "$(demo_cents "${BALANCE[fenced]:-0}")" \
-        "$(demo_cents "${BALANCE[unfenced]:-0}")"
+    printf "$row" "" "with advance()" "without fencing" "with the guard"
+    printf "$row" "worker B's writes (the lock holder)" \
+        "$(outcome "${RESULT[fenced.B]:-none}")" "$(outcome "${RESULT[unfenced.B]:-none}")" \
+        "$(outcome "${RESULT[guarded.B]:-none}")"
+    printf "$row" "worker A's writes (lock expired)" \
+        "$(outcome "${RESULT[fenced.A]:-none}")" "$(outcome "${RESULT[unfenced.A]:-none}")" \
+        "$(outcome "${RESULT[guarded.A]:-none}")"
+    printf "$row" "  of them rejected by PostgreSQL" \
+        "$(rejected_count fenced A)" "$(rejected_count unfenced A)" "$(rejected_count guarded A)"
+    printf "$row" "payouts booked for r-1 (25.00)" \
+        "${BOOKED[fenced]:-?}" "${BOOKED[unfenced]:-?}" "${BOOKED[guarded]:-?}"
+    printf "$row" "merchant balance (was 100.00)" \
+        "$(demo_cents "${BALANCE[fenced]:-0}")" "$(demo_cents "${BALANCE[unfenced]:-0}")" \
+        "$(demo_cents "${BALANCE[guarded]:-0}")"
 }
 
 # ---------------------------------------------------------------------------
@@ -275,11 +349,13 @@ scene_incident fenced "Run 1: with fencing: SET fence = fencing.advance(fence, t
     expect_fenced
 scene_incident unfenced "Run 2: without fencing: the same workers, no fence column" &&
     expect_unfenced
+scene_incident guarded "Run 3: with the guard: run 2's code + SET LOCAL fencing.token, tables protected" &&
+    show_stats && expect_guarded
 
 compare
 echo
 if [ "$FAILED" -eq 0 ]; then
-    echo "demo: as expected: with fencing one payout and a stale write rejected (SF001); without it, the refund paid twice"
+    echo "demo: as expected: with advance() or the guard, one payout and the stale writes rejected (SF001); without fencing, the refund paid twice"
 else
     echo "demo: $FAILED expectation(s) not met (FENCING_KEEP=1 keeps the logs)"
 fi

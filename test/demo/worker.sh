@@ -11,6 +11,7 @@
 #   4. call the payment provider        (here the orchestrator may freeze it)
 #   5. write, carrying the token        test/demo/scenes/SCENE.sql: mark r-1
 #                                       paid, book the ledger, debit balance
+#                                       (or SCENE.*.sql: the same in steps)
 #   6. release the lock, if still ours  compare-and-delete (Lua)
 #
 # Nothing here re-checks the lock between 3 and 5: the worker holds it, as
@@ -22,6 +23,8 @@
 #   NAME.locked_at  time (us) just before the SET that got the lock
 #   NAME.paying     it is inside the payment call (the moment to freeze it)
 #   NAME.result     committed | rejected SQLSTATE | skipped | failed
+#                   (a scene in steps: "A / B" when its steps ended apart)
+#   NAME.steps      one line per step of the write: STEP committed|rejected SQLSTATE
 #   NAME.error      the server's error text (message, DETAIL, HINT)
 #   NAME.done       the worker has finished
 # and its events in $DEMO_RUN/timeline.
@@ -95,21 +98,60 @@ call_payment_provider() {
     sleep "$(demo_ms_to_s "$DEMO_WORK_MS")"
 }
 
-# 5. The write.  Sets outcome to committed or "rejected SQLSTATE".
+# 5. The write: test/demo/scenes/SCENE.sql, or the scene's steps
+#    SCENE.*.sql in name order, each in a psql (and a transaction) of its
+#    own.  A step that fails is reported and the next one still runs, so a
+#    scene in steps shows how each of them ended.  Sets outcome: committed
+#    or "rejected SQLSTATE" when every step ended that way, otherwise the
+#    steps' outcomes in order, joined by " / ".
 write_payout() {
-    local err=$DEMO_RUN/$name.stderr sqlstate
+    local steps=() step
+    if [ -e "$DEMO_DIR/scenes/$scene.sql" ]; then
+        steps=("$DEMO_DIR/scenes/$scene.sql")
+    else
+        steps=("$DEMO_DIR/scenes/$scene".*.sql)
+    fi
+    : >"$DEMO_RUN/$name.steps"
+    for step in "${steps[@]}"; do
+        write_step "$step" "${#steps[@]}"
+    done
+    outcome=$(cut -d ' ' -f 2- "$DEMO_RUN/$name.steps" | awk '!seen[$0]++' |
+        paste -s -d '/' - | sed 's|/| / |g')
+}
+
+# One step of the write: run FILE, of COUNT steps in all.  Appends
+# "STEP committed" or "STEP rejected SQLSTATE" to NAME.steps, and the
+# server's error text to NAME.error (indented under the step when COUNT > 1).
+write_step() {
+    local file=$1 count=$2 err=$DEMO_RUN/$name.stderr step what sqlstate
+    step=$(basename "$file" .sql)
+    step=${step#"$scene"}
+    step=${step#.}
+    step=${step:-payout}
+    # what the step does, from its "-- timeline:" line
+    what=$(sed -n 's/^-- timeline: //p' "$file" | head -1)
+    what=${what:-$step}
+    what=${what//'{amount}'/$(demo_cents "$amount")}
     if run_psql -v VERBOSITY=verbose -v worker="$name" -v token="$token" \
-        -v amount="$amount" <"$DEMO_DIR/scenes/$scene.sql" 2>"$err"; then
-        outcome=committed
-        demo_event "$who" "UPDATE r-1 paid + ledger -$(demo_cents "$amount") + debit, token $token -> COMMIT"
+        -v amount="$amount" <"$file" 2>"$err"; then
+        echo "$step committed" >>"$DEMO_RUN/$name.steps"
+        demo_event "$who" "$what, token $token -> COMMIT"
         return 0
     fi
     # psql:<stdin>:12: ERROR:  SF001: stale fence token 0:1
     # DETAIL:  ...   HINT:  ...   LOCATION:  ... (dropped: for developers)
-    sed -e 's/^psql:[^ ]*: //' -e '/^LOCATION:/d' "$err" >"$DEMO_RUN/$name.error"
-    sqlstate=$(sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\): .*/\1/p' "$DEMO_RUN/$name.error" | head -1)
-    outcome="rejected ${sqlstate:-?????}"
-    demo_event "$who" "UPDATE r-1 paid + ledger -$(demo_cents "$amount") + debit, token $token -> ERROR ${sqlstate:-?}: $(sed -n 's/^ERROR:  [0-9A-Z]\{5\}: //p' "$DEMO_RUN/$name.error" | head -1); rolled back"
+    sed -e 's/^psql:[^ ]*: //' -e '/^LOCATION:/d' "$err" >"$err.text"
+    sqlstate=$(sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\): .*/\1/p' "$err.text" | head -1)
+    {
+        if [ "$count" -gt 1 ]; then
+            echo "$what, token $token:"
+            sed 's/^/    /' "$err.text"
+        else
+            cat "$err.text"
+        fi
+    } >>"$DEMO_RUN/$name.error"
+    echo "$step rejected ${sqlstate:-?????}" >>"$DEMO_RUN/$name.steps"
+    demo_event "$who" "$what, token $token -> ERROR ${sqlstate:-?}: $(sed -n 's/^ERROR:  [0-9A-Z]\{5\}: //p' "$err.text" | head -1); rolled back"
 }
 
 # 6. Release, but only a lock that is still ours.

@@ -1,4 +1,5 @@
 -- test/demo/scenes/fenced.sql: the payout, carrying the lock's fencing token.
+-- timeline: UPDATE r-1 paid + ledger -{amount} + debit
 --
 -- Run by test/demo/worker.sh with the psql variables worker, token (E:C)
 -- and amount (cents).  The only difference from scenes/unfenced.sql is the

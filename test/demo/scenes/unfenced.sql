@@ -1,4 +1,5 @@
 -- test/demo/scenes/unfenced.sql: the payout as it was written before fencing.
+-- timeline: UPDATE r-1 paid + ledger -{amount} + debit
 --
 -- Run by test/demo/worker.sh with the psql variables worker, token (E:C)
 -- and amount (cents).  The worker holds "the lock", so it trusts what it
