@@ -9,8 +9,9 @@
 #
 # Builds the extension without assertions (-O2, as PGXS does), starts one
 # throwaway cluster (fencing preloaded, fsync on) and runs pgbench -n
-# -M prepared -c 4 -j 2 on each variant, interleaved A B C A B C over the
-# rounds so that noise from the machine hits every variant alike; first
+# -M prepared -c 4 -j 2 on each variant, interleaved over the rounds and
+# rotated (A B C, B C A, C A B, ...) so that noise from the machine hits
+# every variant alike; first
 # with synchronous_commit = off (CPU-bound), then on.  Then the bulk
 # statements: a million-row UPDATE and COPY, guarded or not, each in a
 # fresh backend whose peak memory (VmHWM) is read right after it.
@@ -305,7 +306,7 @@ fencing_deps
 fencing_build ""
 WORK=$FENCING_WORK/bench
 mkdir -p "$WORK/scripts" "$WORK/log" "$WORK/data"
-cp "$here"/scripts/*.sql "$here/setup.sql" "$WORK/scripts/"
+cp "$here"/scripts/*.sql "$here"/setup*.sql "$WORK/scripts/"
 : >"$WORK/results.tsv"
 : >"$WORK/bulk.tsv"
 : >"$WORK/problems"
@@ -339,11 +340,17 @@ for sync in $SYNC_MODES; do
     bpsql -c "CHECKPOINT"
     fencing_log "synchronous_commit = $sync"
     for round in $(seq 1 "$ROUNDS"); do
-        while IFS='|' read -r group name label scripts table; do
-            [ -z "$group" ] && continue
-            [[ " $BENCH_GROUPS " == *" $group "* ]] || continue
-            run_variant "$sync" "$group" "$name" "$scripts" "$table" "$round"
-        done <<<"$VARIANTS"
+        for group in $BENCH_GROUPS; do
+            # this group's variants, rotated by the round (A B C, B C A, ...)
+            # so that none always runs first or right after another
+            mapfile -t vs < <(awk -F'|' -v g="$group" '$1 == g' <<<"$VARIANTS")
+            [ ${#vs[@]} -eq 0 ] && continue
+            for i in $(seq 0 $((${#vs[@]} - 1))); do
+                IFS='|' read -r _ name label scripts table \
+                    <<<"${vs[$(((i + round - 1) % ${#vs[@]}))]}"
+                run_variant "$sync" "$group" "$name" "$scripts" "$table" "$round"
+            done
+        done
     done
 done
 if [[ " $BENCH_GROUPS " == *" bulk "* ]]; then
