@@ -14,7 +14,8 @@
 # `callgrind_annotate --inclusive=yes FILE`.
 #
 # Variants: update_plain update_advance update_guard update_token
-# update_plpgsql insert_plain insert_guard insert_plpgsql (default: all).
+# update_plpgsql insert_plain insert_guard insert_plpgsql, and idem_bare
+# idem_helpers idem_plpgsql once idem_begin exists (default: all).
 # Environment: FENCING_PROFILE_N1 (300), FENCING_PROFILE_N2 (1500).
 
 set -u
@@ -28,6 +29,9 @@ N1=${FENCING_PROFILE_N1:-300}
 N2=${FENCING_PROFILE_N2:-1500}
 OUT=${FENCING_PROFILE_OUT:-/tmp/fencing-profile}
 variants=${*:-update_plain update_advance update_guard update_token update_plpgsql insert_plain insert_guard insert_plpgsql}
+if grep -q 'FUNCTION @extschema@.idem_begin' "$FENCING_ROOT"/sql/fencing--*.sql && [ $# -eq 0 ]; then
+    variants+=" idem_bare idem_helpers idem_plpgsql"
+fi
 command -v valgrind >/dev/null || fencing_die "valgrind is not installed (apt-get install valgrind)"
 
 # The prepared statement of a variant; its parameters are (id, epoch, counter).
@@ -41,6 +45,9 @@ prepare_of() {
     insert_plain) echo "INSERT INTO led_plain (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, fencing.fence(\$2, \$3))" ;;
     insert_guard) echo "INSERT INTO led_guard (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, fencing.fence(\$2, \$3))" ;;
     insert_plpgsql) echo "INSERT INTO led_plpgsql (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, \$2 * 1000000000 + \$3)" ;;
+    idem_bare) echo "SELECT bench_order_bare(\$2 * 1000000000 + \$3)" ;;
+    idem_helpers) echo "SELECT bench_order_idem(\$2 * 1000000000 + \$3)" ;;
+    idem_plpgsql) echo "SELECT bench_order_hand(\$2 * 1000000000 + \$3)" ;;
     *) fencing_die "unknown variant $1" ;;
     esac
 }
@@ -51,6 +58,10 @@ fencing_cluster_start profile "shared_preload_libraries = 'fencing'" "autovacuum
 fencing_as_postgres createdb bench
 fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 -d bench -v rows=100000 -v accounts=1000 \
     -v bulk_rows=1000 -f "$here/setup.sql" >/dev/null || fencing_die "set-up failed"
+if grep -q 'FUNCTION @extschema@.idem_begin' "$FENCING_ROOT"/sql/fencing--*.sql; then
+    fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 -d bench -f "$here/setup_idem.sql" >/dev/null ||
+        fencing_die "idempotency set-up failed"
+fi
 fencing_cluster_stop
 mkdir -p "$OUT"
 chmod 777 "$OUT"
@@ -89,6 +100,7 @@ echo
 printf '%-16s %14s %8s %12s\n' variant "Ir per write" ratio "extra Ir"
 for v in $variants; do
     base=${v%%_*}_plain
+    [ "${v%%_*}" = idem ] && base=idem_bare
     if [ -n "${per_write[$base]:-}" ]; then
         awk -v v="$v" -v a="${per_write[$v]}" -v b="${per_write[$base]}" \
             'BEGIN { printf "%-16s %14d %8.3f %12d\n", v, a, b / a, a - b }'
