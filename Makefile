@@ -15,9 +15,9 @@ OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o
 
 OBJS_STATS = src/stats.o
 
-OBJS_IDEM =
+OBJS_IDEM = src/idempotency.o
 
-OBJS_LEASE =
+OBJS_LEASE = src/lease.o
 
 OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE)
 
@@ -30,22 +30,22 @@ REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass gu
 
 REGRESS_STATS = stats
 
-REGRESS_IDEM =
+REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
 
-REGRESS_LEASE =
+REGRESS_LEASE = lease guard_lease
 
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE)
 REGRESS_OPTS = --load-extension=fencing
 
 # isolation tester: test/isolation/specs/NAME.spec against
 # test/isolation/expected/NAME.out
-ISOLATION_CORE = advance_race
+ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
 ISOLATION_GUARD = guard_row_race guard_key_race
 
-ISOLATION_IDEM =
+ISOLATION_IDEM = idem_begin_race idem_resume_race
 
-ISOLATION_LEASE =
+ISOLATION_LEASE = lease_acquire_race lease_renew_race
 
 ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE)
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing

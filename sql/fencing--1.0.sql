@@ -64,6 +64,13 @@ COMMENT ON FUNCTION @extschema@.fence(bigint) IS 'a counter as a fence of epoch 
 
 CREATE CAST (bigint AS @extschema@.fence)
     WITH FUNCTION @extschema@.fence(bigint) AS ASSIGNMENT;
+
+-- integer literals (INSERT ... VALUES (42)) need their own cast
+CREATE FUNCTION @extschema@.fence(integer) RETURNS @extschema@.fence
+    AS 'MODULE_PATHNAME', 'fence_from_int4' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.fence(integer) IS 'a counter as a fence of epoch 0';
+CREATE CAST (integer AS @extschema@.fence)
+    WITH FUNCTION @extschema@.fence(integer) AS ASSIGNMENT;
 CREATE CAST (@extschema@.fence AS text) WITH INOUT AS ASSIGNMENT;
 CREATE CAST (text AS @extschema@.fence) WITH INOUT;
 
@@ -134,7 +141,9 @@ CREATE OPERATOR CLASS @extschema@.fence_ops
         OPERATOR 3 @extschema@.=,
         OPERATOR 4 @extschema@.>=,
         OPERATOR 5 @extschema@.>,
-        FUNCTION 1 @extschema@.fence_cmp(@extschema@.fence, @extschema@.fence);
+        FUNCTION 1 @extschema@.fence_cmp(@extschema@.fence, @extschema@.fence),
+        -- equal means identical: btree indexes may deduplicate
+        FUNCTION 4 pg_catalog.btequalimage(oid);
 
 CREATE OPERATOR CLASS @extschema@.fence_hash_ops
     DEFAULT FOR TYPE @extschema@.fence USING hash AS
@@ -262,7 +271,8 @@ COMMENT ON FUNCTION @extschema@.ddl_guard_drop() IS
     'event trigger: removes dropped tables from fencing.protected (their fences in fencing.scopes are kept)';
 
 CREATE EVENT TRIGGER fencing_ddl_guard_start ON ddl_command_start
-    WHEN TAG IN ('ALTER TABLE', 'ALTER FOREIGN TABLE', 'DROP TRIGGER', 'ALTER TRIGGER')
+    WHEN TAG IN ('ALTER TABLE', 'ALTER FOREIGN TABLE', 'DROP TRIGGER', 'ALTER TRIGGER',
+                 'CREATE TRIGGER')
     EXECUTE FUNCTION @extschema@.ddl_guard_start();
 CREATE EVENT TRIGGER fencing_ddl_guard_end ON ddl_command_end
     WHEN TAG IN ('CREATE TABLE', 'CREATE FOREIGN TABLE', 'ALTER TABLE')
@@ -458,10 +468,514 @@ GRANT SELECT ON @extschema@.stats, @extschema@.idempotency_stats TO PUBLIC;
 -- Idempotency keys (src/idempotency.c)
 ------------------------------------------------------------------------------
 
+-- Epochs of claim tokens: every claim issued takes one, so that a claim
+-- token is never issued twice in a database (see src/idempotency.c).
+CREATE SEQUENCE @extschema@.idempotency_claim_seq;
+COMMENT ON SEQUENCE @extschema@.idempotency_claim_seq IS
+    'epochs of idempotency claim tokens: one per claim issued';
+
+CREATE TABLE @extschema@.idempotency_keys (
+    key             text PRIMARY KEY
+                    CONSTRAINT idempotency_keys_key_length
+                    CHECK (pg_catalog.char_length(key) BETWEEN 1 AND 255),
+    request_hash    bytea NOT NULL,
+    state           text NOT NULL
+                    CONSTRAINT idempotency_keys_state
+                    CHECK (state IN ('running', 'done')),
+    result          jsonb,
+    claim           @extschema@.fence NOT NULL,
+    recovery_point  text,
+    locked_until    timestamptz,
+    expires_at      timestamptz NOT NULL,
+    created_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL
+) WITH (fillfactor = 80);
+-- fillfactor: room on the page, so that checkpoint, complete and abandon
+-- (which change no indexed column) are HOT updates: no index entries.
+CREATE INDEX idempotency_keys_expires_at_idx
+    ON @extschema@.idempotency_keys (expires_at);
+COMMENT ON INDEX @extschema@.idempotency_keys_expires_at_idx IS
+    'finds expired keys for fencing.idem_purge';
+
+COMMENT ON TABLE @extschema@.idempotency_keys IS
+    'idempotency keys: one row per logical request, written only by the fencing.idem_* functions';
+COMMENT ON COLUMN @extschema@.idempotency_keys.key IS
+    'the client''s key for one logical request, 1 to 255 characters, global to the database';
+COMMENT ON COLUMN @extschema@.idempotency_keys.request_hash IS
+    'SHA-256 of the request''s jsonb text in UTF-8';
+COMMENT ON COLUMN @extschema@.idempotency_keys.state IS
+    'running (a claim owns the key, or did until its lease ran out) or done';
+COMMENT ON COLUMN @extschema@.idempotency_keys.result IS
+    'the recorded result, returned to every retry (state done)';
+COMMENT ON COLUMN @extschema@.idempotency_keys.claim IS
+    'the current claim token (E, n): n-th claim of the key, E unique to the claim; higher on every resume';
+COMMENT ON COLUMN @extschema@.idempotency_keys.recovery_point IS
+    'how far the request got, as last recorded by fencing.idem_checkpoint';
+COMMENT ON COLUMN @extschema@.idempotency_keys.locked_until IS
+    'end of the current claim''s lease (server clock); NULL once completed or abandoned';
+COMMENT ON COLUMN @extschema@.idempotency_keys.expires_at IS
+    'from then on the key counts as absent, and fencing.idem_purge may delete it';
+COMMENT ON COLUMN @extschema@.idempotency_keys.created_at IS
+    'when the key was first begun (server clock)';
+COMMENT ON COLUMN @extschema@.idempotency_keys.updated_at IS
+    'when the key was last claimed, checkpointed, completed or abandoned';
+
+-- pg_dump keeps the recorded results, and the claim epochs with them
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idempotency_keys', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.idempotency_claim_seq', '');
+
+-- Only the helpers touch the table; they run as the extension's owner.
+REVOKE ALL ON TABLE @extschema@.idempotency_keys FROM PUBLIC;
+REVOKE ALL ON SEQUENCE @extschema@.idempotency_claim_seq FROM PUBLIC;
+
+-- The C helpers run their own SQL, every name qualified, as the extension's
+-- owner: they switch to it around SPI, as the guard does (see
+-- src/idempotency.c), so they need neither SECURITY DEFINER nor a SET
+-- search_path clause.  The PL/pgSQL purge is SECURITY DEFINER and sets it.
+CREATE FUNCTION @extschema@.idem_begin(key text, request jsonb,
+                                       lease interval DEFAULT '1 minute',
+                                       retention interval DEFAULT '24 hours',
+                                       wait boolean DEFAULT true)
+    RETURNS TABLE(state text, token @extschema@.fence, result jsonb,
+                  recovery_point text, expires_at timestamptz)
+    AS 'MODULE_PATHNAME', 'idem_begin'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+COMMENT ON FUNCTION @extschema@.idem_begin(text, jsonb, interval, interval, boolean) IS
+    'claim an idempotency key (started, resumed) or replay its result (done); SF003 for another request, SF004 while another owner holds it';
+
+CREATE FUNCTION @extschema@.idem_checkpoint(key text, token @extschema@.fence,
+                                            recovery_point text,
+                                            lease interval DEFAULT NULL)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_checkpoint'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION @extschema@.idem_checkpoint(text, @extschema@.fence, text, interval) IS
+    'record how far the claim got and renew its lease; SF001 unless token is the key''s running claim';
+
+CREATE FUNCTION @extschema@.idem_complete(key text, token @extschema@.fence, result jsonb)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_complete'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION @extschema@.idem_complete(text, @extschema@.fence, jsonb) IS
+    'record the final result of the key''s request; SF001 unless token is the key''s running claim';
+
+CREATE FUNCTION @extschema@.idem_abandon(key text, token @extschema@.fence)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_abandon'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION @extschema@.idem_abandon(text, @extschema@.fence) IS
+    'give the claim up so that the next idem_begin resumes at once; SF001 unless token is the key''s running claim';
+
+CREATE FUNCTION @extschema@.idem_purge(batch integer DEFAULT 10000)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    purged bigint;
+BEGIN
+    IF batch IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'batch must not be null';
+    END IF;
+    IF batch OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'batch must be positive',
+            DETAIL = pg_catalog.format('The batch was %s.', batch);
+    END IF;
+    -- rows that a helper has locked are skipped: the next run gets them
+    WITH doomed AS (
+        SELECT k.key
+          FROM @extschema@.idempotency_keys AS k
+         WHERE k.expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
+         ORDER BY k.expires_at
+         LIMIT batch
+           FOR UPDATE SKIP LOCKED)
+    DELETE FROM @extschema@.idempotency_keys AS k
+     USING doomed
+     WHERE k.key OPERATOR(pg_catalog.=) doomed.key;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.idem_purge(integer) IS
+    'delete at most batch expired idempotency keys and return how many; schedule it (pg_cron)';
+
+CREATE VIEW @extschema@.idempotency_summary AS
+SELECT pg_catalog.count(*) FILTER (
+           WHERE k.expires_at OPERATOR(pg_catalog.>) c.now
+             AND k.state OPERATOR(pg_catalog.=) 'running') AS running,
+       pg_catalog.count(*) FILTER (
+           WHERE k.expires_at OPERATOR(pg_catalog.>) c.now
+             AND k.state OPERATOR(pg_catalog.=) 'running'
+             AND (k.locked_until IS NULL
+                  OR k.locked_until OPERATOR(pg_catalog.<=) c.now)) AS running_unowned,
+       pg_catalog.count(*) FILTER (
+           WHERE k.expires_at OPERATOR(pg_catalog.>) c.now
+             AND k.state OPERATOR(pg_catalog.=) 'done') AS done,
+       pg_catalog.count(*) FILTER (
+           WHERE k.expires_at OPERATOR(pg_catalog.<=) c.now) AS expired_awaiting_purge,
+       c.now OPERATOR(pg_catalog.-) pg_catalog.min(k.created_at) FILTER (
+           WHERE k.expires_at OPERATOR(pg_catalog.>) c.now
+             AND k.state OPERATOR(pg_catalog.=) 'running') AS oldest_running_age
+  FROM (SELECT pg_catalog.clock_timestamp() AS now) AS c
+  LEFT JOIN @extschema@.idempotency_keys AS k ON true
+ GROUP BY c.now;
+COMMENT ON VIEW @extschema@.idempotency_summary IS
+    'idempotency keys at a glance: running (and of those, without a live lease), done, expired awaiting purge, age of the oldest running request';
+COMMENT ON COLUMN @extschema@.idempotency_summary.running IS
+    'keys in state running that have not expired';
+COMMENT ON COLUMN @extschema@.idempotency_summary.running_unowned IS
+    'running keys whose lease ran out or was abandoned: the next idem_begin resumes them';
+COMMENT ON COLUMN @extschema@.idempotency_summary.done IS
+    'keys with a recorded result that have not expired';
+COMMENT ON COLUMN @extschema@.idempotency_summary.expired_awaiting_purge IS
+    'expired keys (absent to idem_begin) not yet deleted by idem_purge';
+COMMENT ON COLUMN @extschema@.idempotency_summary.oldest_running_age IS
+    'time since the oldest running key was first begun';
+
+-- Applications call the helpers; keys are global to the database, so any
+-- role that may call them shares one key space.  Purging is for the owner
+-- (GRANT EXECUTE to a maintenance role if another should run it).
+REVOKE ALL ON FUNCTION @extschema@.idem_begin(text, jsonb, interval, interval, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_checkpoint(text, @extschema@.fence, text, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_complete(text, @extschema@.fence, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_abandon(text, @extschema@.fence) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.idem_purge(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.idem_begin(text, jsonb, interval, interval, boolean) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.idem_checkpoint(text, @extschema@.fence, text, interval) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.idem_complete(text, @extschema@.fence, jsonb) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.idem_abandon(text, @extschema@.fence) TO PUBLIC;
+REVOKE ALL ON TABLE @extschema@.idempotency_summary FROM PUBLIC;
+GRANT SELECT ON TABLE @extschema@.idempotency_summary TO PUBLIC;
+
 -- (end of idempotency section)
 
 ------------------------------------------------------------------------------
 -- Leases (src/lease.c)
 ------------------------------------------------------------------------------
+
+-- A lock service inside the database: fencing.lease_acquire() grants a
+-- named lease with a fencing token, and the tables protected with
+-- fencing.protect(..., lease => 'name') refuse writes whose token is not
+-- that lease's current, live token.
+--
+-- Tokens.  Every grant of a name gets (current_epoch(), 1) when the epoch
+-- has grown since the name's last grant, and the last token's next()
+-- otherwise, so every grant beats all earlier grants of that name.  A
+-- released or expired lease keeps its row and its last token: the row is
+-- the memory that keeps the next token above it.
+--
+-- Epochs.  current_epoch() = (effective timeline << 32) + bumps:
+--   * the effective timeline is the server's WAL timeline (a promotion or
+--     a point-in-time recovery makes it grow) plus timeline_offset, which
+--     is 0 until the database turns up in a cluster with another system
+--     identifier (pg_dump/restore, pg_upgrade) or on a lower timeline;
+--     then the database is treated as if on the timeline after the
+--     highest one it has recorded;
+--   * bumps counts fencing.bump_epoch(): it becomes the larger of bumps + 1
+--     and the Unix time in seconds, so that a bump on a restored snapshot
+--     beats any bump the lost server made before it (at least a second
+--     earlier), without the operator knowing how many there were.
+-- Because the timeline part alone decides between timelines, a standby
+-- promoted without the last grants and bumps of its old primary still
+-- issues larger epochs than the old primary ever did.  Limits: bumps stay
+-- below 2^32 (the Unix time reaches it in 2106); timelines below 2^31.
+
+CREATE TABLE @extschema@.leases (
+    name text PRIMARY KEY CHECK (name <> ''),
+    holder text,
+    token @extschema@.fence,
+    granted_at timestamptz,
+    expires_at timestamptz
+);
+COMMENT ON TABLE @extschema@.leases IS
+    'leases granted by fencing.lease_acquire(): a lease is live while expires_at is in the future; the row keeps the last token after expiry or release';
+
+CREATE TABLE @extschema@.epoch_state (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    system_identifier bigint NOT NULL,
+    timeline bigint NOT NULL CHECK (timeline >= 0),
+    timeline_offset bigint NOT NULL DEFAULT 0,
+    bumps bigint NOT NULL DEFAULT 0 CHECK (bumps >= 0 AND bumps < 4294967296)
+);
+COMMENT ON TABLE @extschema@.epoch_state IS
+    'what fencing.current_epoch() is computed from: the system and effective timeline last seen, the timeline offset, and the bumps; no row means none yet';
+
+-- pg_dump keeps the leases and the epoch state: a restored database must
+-- go on granting tokens above the ones granted before the dump
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.leases', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.epoch_state', '');
+
+REVOKE ALL ON @extschema@.leases, @extschema@.epoch_state FROM PUBLIC;
+GRANT SELECT ON @extschema@.leases, @extschema@.epoch_state TO PUBLIC;
+
+CREATE FUNCTION @extschema@.server_timeline(OUT timeline bigint,
+                                            OUT system_identifier bigint)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'fencing_server_timeline' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION @extschema@.server_timeline() IS
+    'internal: the WAL timeline of this server (on a standby: the one it replays) and its system identifier';
+
+-- Compute the current epoch; with persist, record it in epoch_state (the
+-- row is locked only when something changed); with bump, bump it first.
+CREATE FUNCTION @extschema@.epoch_internal(persist boolean, bump boolean)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    srv record;
+    st @extschema@.epoch_state;
+    have_row boolean;
+    locked boolean := false;
+    eff bigint;
+    v_bumps bigint;
+BEGIN
+    SELECT * INTO STRICT srv FROM @extschema@.server_timeline();
+    IF bump THEN
+        persist := true;
+    END IF;
+    LOOP
+        IF locked THEN
+            SELECT * INTO st FROM @extschema@.epoch_state FOR UPDATE;
+        ELSE
+            SELECT * INTO st FROM @extschema@.epoch_state;
+        END IF;
+        have_row := FOUND;
+
+        eff := srv.timeline + COALESCE(st.timeline_offset, 0);
+        IF have_row AND (st.system_identifier <> srv.system_identifier
+                         OR eff < st.timeline) THEN
+            -- another cluster, or a timeline lower than one seen before:
+            -- count it as a new timeline above every timeline recorded
+            eff := GREATEST(eff, st.timeline + 1);
+        END IF;
+        v_bumps := COALESCE(st.bumps, 0);
+        IF bump AND locked THEN
+            v_bumps := GREATEST(v_bumps + 1,
+                                floor(extract(epoch FROM clock_timestamp()))::bigint);
+            IF v_bumps >= 4294967296 THEN
+                RAISE EXCEPTION 'cannot bump the epoch any further'
+                    USING ERRCODE = '22003',
+                          DETAIL = 'The bump count would reach 2^32.';
+            END IF;
+        END IF;
+
+        IF NOT persist OR (have_row AND NOT bump
+                           AND st.system_identifier = srv.system_identifier
+                           AND st.timeline = eff) THEN
+            EXIT;
+        END IF;
+        IF NOT locked THEN
+            -- create the row (no history: this server, this timeline), lock it
+            -- and compute again
+            INSERT INTO @extschema@.epoch_state (system_identifier, timeline)
+                 VALUES (srv.system_identifier, srv.timeline)
+            ON CONFLICT (singleton) DO NOTHING;
+            locked := true;
+            CONTINUE;
+        END IF;
+        UPDATE @extschema@.epoch_state
+           SET system_identifier = srv.system_identifier,
+               timeline = eff,
+               timeline_offset = eff - srv.timeline,
+               bumps = v_bumps;
+        EXIT;
+    END LOOP;
+    RETURN eff * 4294967296 + v_bumps;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.epoch_internal(boolean, boolean) IS
+    'internal: compute (and with persist, record; with bump, bump) the epoch of fencing.current_epoch()';
+
+CREATE FUNCTION @extschema@.current_epoch() RETURNS bigint
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT @extschema@.epoch_internal(false, false) $$;
+COMMENT ON FUNCTION @extschema@.current_epoch() IS
+    'the epoch of the tokens granted now: (timeline << 32) + bumps; grows on promotion, point-in-time recovery and fencing.bump_epoch()';
+
+CREATE FUNCTION @extschema@.bump_epoch() RETURNS bigint
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT @extschema@.epoch_internal(true, true) $$;
+COMMENT ON FUNCTION @extschema@.bump_epoch() IS
+    'raise the epoch (for example after restoring a file-system snapshot, which keeps the timeline) and return it';
+
+-- Validate a lease name: 22004 when NULL, 22023 when empty.
+CREATE FUNCTION @extschema@.lease_check_name(name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'lease name must not be null' USING ERRCODE = '22004';
+    ELSIF name = '' THEN
+        RAISE EXCEPTION 'lease name must not be empty' USING ERRCODE = '22023';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.lease_check_name(text) IS
+    'internal: raise 22004 for a NULL lease name, 22023 for an empty one';
+
+-- The expiry of a lease granted or renewed at start_time for ttl: 22004 when ttl
+-- is NULL, 22023 when it does not lie in the future.
+CREATE FUNCTION @extschema@.lease_expiry(start_time timestamptz, ttl interval)
+    RETURNS timestamptz
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF ttl IS NULL THEN
+        RAISE EXCEPTION 'lease ttl must not be null' USING ERRCODE = '22004';
+    ELSIF start_time + ttl <= start_time THEN
+        RAISE EXCEPTION 'lease ttl must be positive'
+            USING ERRCODE = '22023', DETAIL = format('The ttl is "%s".', ttl);
+    END IF;
+    RETURN start_time + ttl;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.lease_expiry(timestamptz, interval) IS
+    'internal: start_time + ttl, raising 22004 for a NULL ttl and 22023 for one that is not positive';
+
+CREATE FUNCTION @extschema@.lease_acquire(name text, holder text, ttl interval)
+    RETURNS @extschema@.fence
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_expires timestamptz;
+    v_epoch bigint;
+    v_token @extschema@.fence;
+BEGIN
+    PERFORM @extschema@.lease_check_name(lease_acquire.name);
+    IF lease_acquire.holder IS NULL THEN
+        RAISE EXCEPTION 'lease holder must not be null' USING ERRCODE = '22004';
+    ELSIF lease_acquire.holder = '' THEN
+        RAISE EXCEPTION 'lease holder must not be empty' USING ERRCODE = '22023';
+    END IF;
+    v_expires := @extschema@.lease_expiry(v_now, lease_acquire.ttl);
+    v_epoch := @extschema@.epoch_internal(true, false);
+
+    -- insert the lease, or lock its row (ON CONFLICT locks the newest
+    -- version, whatever the snapshot) and take it over when it is free,
+    -- expired or held by the same holder; concurrent acquirers serialise on
+    -- the row, and the second sees the first's grant
+    INSERT INTO @extschema@.leases AS l (name, holder, token, granted_at, expires_at)
+    VALUES (lease_acquire.name, lease_acquire.holder,
+            @extschema@.fence(v_epoch, 1), v_now, v_expires)
+    ON CONFLICT (name) DO UPDATE
+       SET holder = EXCLUDED.holder,
+           token = CASE
+                     WHEN l.token IS NULL OR @extschema@.epoch(l.token) < v_epoch
+                     THEN EXCLUDED.token
+                     ELSE @extschema@.next(l.token)
+                   END,
+           granted_at = EXCLUDED.granted_at,
+           expires_at = EXCLUDED.expires_at
+     WHERE l.token IS NULL OR l.expires_at IS NULL OR l.expires_at <= v_now
+           OR l.holder = EXCLUDED.holder
+    RETURNING l.token INTO v_token;
+    RETURN v_token;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.lease_acquire(text, text, interval) IS
+    'grant the lease for ttl and return its new token; NULL while another holder''s lease is live (the same holder gets a new token)';
+
+CREATE FUNCTION @extschema@.lease_renew(name text, token @extschema@.fence, ttl interval)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_expires timestamptz;
+BEGIN
+    PERFORM @extschema@.lease_check_name(lease_renew.name);
+    v_expires := @extschema@.lease_expiry(v_now, lease_renew.ttl);
+    IF lease_renew.token IS NULL THEN
+        RETURN false;
+    END IF;
+    UPDATE @extschema@.leases AS l
+       SET expires_at = v_expires
+     WHERE l.name = lease_renew.name
+       AND l.token OPERATOR(@extschema@.=) lease_renew.token
+       AND l.expires_at > v_now;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.lease_renew(text, @extschema@.fence, interval) IS
+    'extend a live lease held with token to now + ttl; false once it expired, was released or was taken over';
+
+CREATE FUNCTION @extschema@.lease_release(name text, token @extschema@.fence)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    PERFORM @extschema@.lease_check_name(lease_release.name);
+    IF lease_release.token IS NULL THEN
+        RETURN false;
+    END IF;
+    -- the row and its token stay: the next grant must beat the token
+    UPDATE @extschema@.leases AS l
+       SET expires_at = v_now
+     WHERE l.name = lease_release.name
+       AND l.token OPERATOR(@extschema@.=) lease_release.token
+       AND l.expires_at > v_now;
+    RETURN FOUND;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.lease_release(text, @extschema@.fence) IS
+    'give up a live lease held with token, so that the next lease_acquire succeeds at once; false when token does not hold it';
+
+CREATE FUNCTION @extschema@.lease_check(name text, token @extschema@.fence)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM @extschema@.lease_check_name(lease_check.name);
+    RETURN lease_check.token IS NOT NULL AND EXISTS (
+        SELECT FROM @extschema@.leases AS l
+         WHERE l.name = lease_check.name
+           AND l.token OPERATOR(@extschema@.=) lease_check.token
+           AND l.expires_at > clock_timestamp());
+END
+$$;
+COMMENT ON FUNCTION @extschema@.lease_check(text, @extschema@.fence) IS
+    'true while token is the lease''s current token and the lease is live';
+
+-- Applications acquire, renew, release and check; bumping the epoch is for
+-- operators (superusers and the extension owner, and whom they grant it).
+REVOKE ALL ON FUNCTION @extschema@.bump_epoch() FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.server_timeline(),
+    @extschema@.epoch_internal(boolean, boolean) FROM PUBLIC;
+
+-- protect() gains a sixth, trailing argument, lease: the five-argument form
+-- of the guard section is replaced so that only one signature exists.
+ALTER TABLE @extschema@.protected ADD COLUMN lease text CHECK (lease <> '');
+COMMENT ON COLUMN @extschema@.protected.lease IS
+    'the lease whose current, live token every write must carry (NULL: none)';
+
+DROP FUNCTION @extschema@.protect(regclass, name, name[], boolean, text);
+CREATE FUNCTION @extschema@.protect(tbl regclass,
+                                    fence_column name DEFAULT 'fence',
+                                    key_columns name[] DEFAULT NULL,
+                                    strict boolean DEFAULT true,
+                                    scope_name text DEFAULT NULL,
+                                    lease text DEFAULT NULL)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'fencing_protect' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION @extschema@.protect(regclass, name, name[], boolean, text, text) IS
+    'protect a table: every write must carry a token newer than its scope''s fence (and, with lease, the lease''s current live token)';
 
 -- (end of lease section)

@@ -230,3 +230,30 @@ SELECT count(*) FROM fencing.protected;
 DROP FUNCTION touch();
 DROP TABLE accounts;
 DROP ROLE fencing_ddl_intruder;
+
+-- BEFORE ROW triggers fire in name order: one firing after the guard could
+-- change a row the guard has just checked (lower its fence), so none may be
+-- named after zz_fencing_guard on a protected table
+CREATE TABLE late (id int PRIMARY KEY, v int, fence fencing.fence);
+INSERT INTO late VALUES (1, 0, '5');
+CREATE FUNCTION lower_fence() RETURNS trigger LANGUAGE plpgsql
+    AS $$ BEGIN NEW.fence := '0:0'; RETURN NEW; END $$;
+CREATE TRIGGER zzz_after_guard BEFORE UPDATE ON late
+    FOR EACH ROW EXECUTE FUNCTION lower_fence();
+SELECT fencing.protect('late');
+DROP TRIGGER zzz_after_guard ON late;
+SELECT fencing.protect('late');
+CREATE TRIGGER zzz_after_guard BEFORE UPDATE ON late
+    FOR EACH ROW EXECUTE FUNCTION lower_fence();
+-- AFTER triggers and triggers named before the guard are fine
+CREATE TRIGGER zzz_audit AFTER UPDATE ON late
+    FOR EACH ROW EXECUTE FUNCTION lower_fence();
+CREATE TRIGGER early BEFORE UPDATE ON late
+    FOR EACH ROW EXECUTE FUNCTION lower_fence();
+-- but not renamed to fire after the guard
+ALTER TRIGGER early ON late RENAME TO zzzz_early;
+UPDATE late SET v = 1, fence = '6' WHERE id = 1;
+SELECT * FROM late;
+SELECT fencing.unprotect('late');
+DROP TABLE late;
+DROP FUNCTION lower_fence();

@@ -309,6 +309,24 @@ LockTarget(RangeVar *rv)
 	return relid;
 }
 
+/*
+ * LockTarget for CREATE TRIGGER, which needs only the TRIGGER privilege,
+ * not ownership: a role granted TRIGGER on a protected table must not get
+ * past the check because it does not own the table.
+ */
+static Oid
+LockTriggerTarget(RangeVar *rv)
+{
+	Oid			relid = RangeVarGetRelid(rv, NoLock, true);
+
+	if (!OidIsValid(relid) ||
+		(!pg_class_ownercheck(relid, GetUserId()) &&
+		 pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK))
+		return InvalidOid;
+	LockRelationOid(relid, DDL_GUARD_LOCKMODE);
+	return relid;
+}
+
 /* Does this ALTER TABLE subcommand need a look at fencing.protected? */
 static bool
 IsGuardedSubcommand(AlterTableCmd *cmd)
@@ -490,6 +508,61 @@ CheckAlterTable(AlterTableStmt *stmt)
 	}
 }
 
+/*
+ * Would a trigger of this name fire after the guard?  BEFORE ROW triggers
+ * fire in name order, and one firing after the guard could change the row
+ * the guard has just checked (lower its fence, move its key).
+ */
+static bool
+FiresAfterGuard(const char *name)
+{
+	return name != NULL && strcmp(name, FENCING_GUARD_TRIGGER) > 0;
+}
+
+/* Raise SF005 for a trigger name that would fire after the guard. */
+static void
+ReportLateTrigger(Oid relid, Protection *p, const char *trigname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("trigger \"%s\" would fire after the fencing guard of protected table \"%s\"",
+					trigname, get_rel_name(relid)),
+			 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it, for example lower its fence.",
+					   FENCING_GUARD_TRIGGER),
+			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s') first.",
+					 FENCING_GUARD_TRIGGER,
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->relid)),
+												get_rel_name(p->relid)))));
+}
+
+/*
+ * ddl_command_start for CREATE TRIGGER: refuse a BEFORE ROW trigger that
+ * would fire after the guard.
+ */
+static void
+CheckCreateTrigger(CreateTrigStmt *stmt)
+{
+	Oid			relid;
+	List	   *protections;
+	ListCell   *lc;
+
+	if (!stmt->row || stmt->timing != TRIGGER_TYPE_BEFORE ||
+		!FiresAfterGuard(stmt->trigname))
+		return;
+	relid = LockTriggerTarget(stmt->relation);
+	if (!OidIsValid(relid))
+		return;
+	protections = LoadProtections();
+	/* row triggers of a partitioned table are cloned to its partitions */
+	foreach(lc, CommandTree(relid, get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE))
+	{
+		Protection *p = ProtectionOf(protections, lfirst_oid(lc));
+
+		if (p != NULL)
+			ReportLateTrigger(lfirst_oid(lc), p, stmt->trigname);
+	}
+}
+
 /* ddl_command_start for ALTER TABLE ... RENAME COLUMN and ALTER TRIGGER ... RENAME. */
 static void
 CheckRename(RenameStmt *stmt)
@@ -500,7 +573,8 @@ CheckRename(RenameStmt *stmt)
 
 	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER)
 		return;
-	if (stmt->renameType == OBJECT_TRIGGER && !IsFencingTrigger(stmt->subname))
+	if (stmt->renameType == OBJECT_TRIGGER && !IsFencingTrigger(stmt->subname) &&
+		!FiresAfterGuard(stmt->newname))
 		return;
 	relid = LockTarget(stmt->relation);
 	if (!OidIsValid(relid))
@@ -514,7 +588,12 @@ CheckRename(RenameStmt *stmt)
 		Protection *p = ProtectionOf(protections, relid);
 
 		if (p != NULL)
+		{
 			CheckTriggerDdl(relid, p, stmt->subname, "rename");
+			/* any trigger: renaming cannot tell BEFORE ROW from others cheaply */
+			if (FiresAfterGuard(stmt->newname))
+				ReportLateTrigger(relid, p, stmt->newname);
+		}
 		return;
 	}
 	foreach(lc, CommandTree(relid, stmt->relation->inh))
@@ -622,6 +701,9 @@ fencing_ddl_guard_start(PG_FUNCTION_ARGS)
 			break;
 		case T_AlterObjectDependsStmt:
 			CheckTriggerDepends((AlterObjectDependsStmt *) trigdata->parsetree);
+			break;
+		case T_CreateTrigStmt:
+			CheckCreateTrigger((CreateTrigStmt *) trigdata->parsetree);
 			break;
 		default:
 			break;
@@ -745,41 +827,25 @@ GuardPartitions(Oid parent, Protection *p)
 static void
 ProtectDetached(Oid part, Protection *p)
 {
-	Oid			argtypes[5] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID};
-	Datum		values[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[2] = {OIDOID, OIDOID};
+	Datum		values[2];
 	Oid			save_userid;
 	int			save_sec_context;
 	int			rc;
 
+	/* every setting of the tree's row, whatever columns it has */
 	values[0] = ObjectIdGetDatum(part);
-	values[1] = DirectFunctionCall1(namein, CStringGetDatum(p->fence_column));
-	if (p->nkeys < 0)
-	{
-		nulls[2] = 'n';
-		values[2] = (Datum) 0;
-	}
-	else
-	{
-		Datum	   *names = palloc(sizeof(Datum) * Max(p->nkeys, 1));
-		int			k;
-
-		for (k = 0; k < p->nkeys; k++)
-			names[k] = DirectFunctionCall1(namein, CStringGetDatum(p->key_columns[k]));
-		values[2] = PointerGetDatum(construct_array(names, p->nkeys, NAMEOID,
-													NAMEDATALEN, false,
-													TYPALIGN_CHAR));
-	}
-	values[3] = BoolGetDatum(p->strict);
-	values[4] = CStringGetTextDatum(p->scope_name);
-
+	values[1] = ObjectIdGetDatum(p->relid);
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(RelOwner(part),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	rc = SPI_execute_with_args("SELECT fencing.protect($1, $2, $3, $4, $5)",
-							   5, argtypes, values, nulls, false, 0);
+	rc = SPI_execute_with_args("SELECT fencing.protect($1::pg_catalog.regclass, p.fence_column, "
+							   "p.key_columns, p.strict, p.scope_name, p.lease) "
+							   "FROM fencing.protected p "
+							   "WHERE p.relid OPERATOR(pg_catalog.=) $2",
+							   2, argtypes, values, NULL, false, 0);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-	if (rc != SPI_OK_SELECT)
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not protect detached partition: %s",
 			 SPI_result_code_string(rc));
 }

@@ -44,6 +44,7 @@ PG_FUNCTION_INFO_V1(fence_recv);
 PG_FUNCTION_INFO_V1(fence_send);
 PG_FUNCTION_INFO_V1(fence_make);
 PG_FUNCTION_INFO_V1(fence_from_int8);
+PG_FUNCTION_INFO_V1(fence_from_int4);
 PG_FUNCTION_INFO_V1(fence_epoch);
 PG_FUNCTION_INFO_V1(fence_counter);
 PG_FUNCTION_INFO_V1(fence_next);
@@ -282,6 +283,21 @@ Datum
 fence_from_int8(PG_FUNCTION_ARGS)
 {
 	int64		counter = PG_GETARG_INT64(0);
+	Fence	   *result;
+
+	if (counter < 0)
+		ReportPartOutOfRange(0, counter);
+	result = palloc(sizeof(Fence));
+	result->epoch = 0;
+	result->counter = counter;
+	PG_RETURN_FENCE_P(result);
+}
+
+/* integer -> fence: epoch 0 */
+Datum
+fence_from_int4(PG_FUNCTION_ARGS)
+{
+	int32		counter = PG_GETARG_INT32(0);
 	Fence	   *result;
 
 	if (counter < 0)

@@ -83,6 +83,7 @@ typedef struct GuardConfig
 	FmgrInfo   *key_out;		/* their output functions */
 	bool		strict;
 	char	   *scope_name;
+	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
 } GuardConfig;
 
@@ -125,7 +126,11 @@ extern void FencingStatsCount(FencingTableStats *entry, FencingTableCounter coun
 extern void FencingStatsCountIdem(FencingIdemCounter counter);
 
 /* idempotency.c */
+#define FENCING_IDEM_KEY_MAXLEN		255	/* characters */
 
-/* lease.c */
+/* lease.c: the guard's check of a table protected with a lease */
+extern bool LeaseHeldWith(const char *lease, const Fence *token);
+extern void ReportLeaseLost(const char *lease, const Fence *token,
+							Relation rel) pg_attribute_noreturn();
 
 #endif							/* FENCING_H */

@@ -9,7 +9,8 @@
  * plain DML, COPY, ON CONFLICT, MERGE, writes from functions and other
  * triggers, FK cascades, and sessions with session_replication_role =
  * replica.  Only the logical replication apply worker is let through (its
- * publisher checked the writes already).
+ * publisher checked the writes already); its tokens still advance the key
+ * and table scope fences of this server.
  *
  * The check runs on the row version the executor has locked (OLD is the
  * newest version under READ COMMITTED; REPEATABLE READ fails with 40001 on
@@ -162,6 +163,52 @@ CheckScope(GuardConfig *cfg, Relation rel, const char *key, const Fence *token)
 }
 
 /*
+ * Carry the token of a replicated write into this server's key or table
+ * scope fences, never lowering them.
+ *
+ * The apply worker is not checked (the publisher did that), but in key and
+ * table scope the fence lives in fencing.scopes, which does not replicate:
+ * without this, a local writer on the subscriber would only have to beat
+ * the subscriber's own writes.  Row scope needs nothing: the fence column
+ * replicates with the row.
+ */
+static void
+FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	GuardConfig *cfg;
+	Fence		token;
+	Fence		lost_to;
+	char	   *oldkey;
+	char	   *newkey;
+
+	if (newtup == NULL)
+		return;					/* a DELETE carries no token */
+	cfg = GetGuardConfig(rel);
+	if (cfg->nkeys < 0 || !GetFenceColumn(cfg, newtup, desc, &token))
+		return;
+
+	newkey = BuildScopeKey(cfg, newtup, desc);
+	oldkey = oldtup ? BuildScopeKey(cfg, oldtup, desc) : NULL;
+	if (oldkey != NULL && strcmp(oldkey, newkey) != 0)
+	{
+		/* the order of CheckScope's callers, against deadlocks */
+		if (strcmp(oldkey, newkey) > 0)
+		{
+			char	   *swap = oldkey;
+
+			oldkey = newkey;
+			newkey = swap;
+		}
+		(void) ScopeCheckAndAdvance(cfg->scope_name, oldkey, &token, true,
+									&lost_to);
+	}
+	/* false only when the scope is already at or past the token */
+	(void) ScopeCheckAndAdvance(cfg->scope_name, newkey, &token, true,
+								&lost_to);
+}
+
+/*
  * fencing.guard(): check the token of a row write against the fence it
  * must beat, and write the accepted token into the fence column.
  */
@@ -206,7 +253,10 @@ fencing_guard(PG_FUNCTION_ARGS)
 
 	/* the publisher checked what the apply worker replays */
 	if (IsLogicalWorker())
+	{
+		FollowReplicatedWrite(rel, oldtup, newtup);
 		return PointerGetDatum(result);
+	}
 
 	cfg = GetGuardConfig(rel);
 
@@ -251,14 +301,21 @@ fencing_guard(PG_FUNCTION_ARGS)
 
 	if (!have_token)
 	{
-		/* row scope has nothing to check a new row against */
-		if (TRIGGER_FIRED_BY_INSERT(event) && cfg->nkeys < 0)
+		/* row scope has nothing to check a new row against, save a lease */
+		if (TRIGGER_FIRED_BY_INSERT(event) && cfg->nkeys < 0 && cfg->lease == NULL)
 		{
 			FencingStatsCount(cfg->stats, FENCING_STAT_ACCEPTED);
 			return PointerGetDatum(result);
 		}
 		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_MISSING);
 		ReportTokenRequired(rel, WriteName(event));
+	}
+
+	/* with a lease, only its current, live token may write (lease.c) */
+	if (cfg->lease != NULL && !LeaseHeldWith(cfg->lease, &token))
+	{
+		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+		ReportLeaseLost(cfg->lease, &token, rel);
 	}
 
 	if (cfg->nkeys < 0)

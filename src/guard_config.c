@@ -95,7 +95,7 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 	MemoryContext oldcxt;
 	int			rc;
 
-	rc = SPI_execute_with_args("SELECT fence_column, key_columns, strict, scope_name "
+	rc = SPI_execute_with_args("SELECT fence_column, key_columns, strict, scope_name, lease "
 							   "FROM fencing.protected "
 							   "WHERE relid OPERATOR(pg_catalog.=) $1",
 							   1, argtypes, values, NULL, true, 1);
@@ -145,6 +145,8 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 	}
 	cfg->strict = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 	cfg->scope_name = TextDatumGetCString(SPI_getbinval(tup, desc, 4, &isnull));
+	keys = SPI_getbinval(tup, desc, 5, &isnull);
+	cfg->lease = isnull ? NULL : TextDatumGetCString(keys);
 	MemoryContextSwitchTo(oldcxt);
 	return true;
 }

@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "fencing.h"
 
@@ -25,6 +26,17 @@ static Fence *fencing_token_value = NULL;
 
 /* fencing.bypass */
 bool		FencingBypass = false;
+
+/*
+ * A value of fencing.token set before this library was loaded in the
+ * session is a placeholder nobody checked; when it turns out to be bad at
+ * load time, PostgreSQL drops it with a WARNING.  We remember it, so that
+ * writes fail (22P02) instead of going on as if no token had been set,
+ * until the setting is assigned again (SET, RESET, DISCARD ALL).
+ */
+static char *dropped_token = NULL;
+
+static void ForgetDroppedToken(void);
 
 /* Check hook for fencing.token: parse, or reject with the right SQLSTATE. */
 static bool
@@ -73,12 +85,33 @@ static void
 AssignFencingToken(const char *newval pg_attribute_unused(), void *extra)
 {
 	fencing_token_value = (Fence *) extra;
+	ForgetDroppedToken();
 }
 
-/* The parsed fencing.token of this session, or NULL when it is not set. */
+/* Forget a dropped placeholder value: the setting was assigned since. */
+static void
+ForgetDroppedToken(void)
+{
+	if (dropped_token != NULL)
+	{
+		pfree(dropped_token);
+		dropped_token = NULL;
+	}
+}
+
+/*
+ * The parsed fencing.token of this session, or NULL when it is not set.
+ * Raises 22P02 when a bad value was set before the library was loaded.
+ */
 const Fence *
 FencingTokenSetting(void)
 {
+	if (unlikely(dropped_token != NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid input syntax for type fence: \"%s\"", dropped_token),
+				 errdetail("fencing.token was set before the fencing library was loaded in this session, so the bad value could not be refused when it was set."),
+				 errhint("Set fencing.token to a valid token, for example SET LOCAL fencing.token = '3:42'. With shared_preload_libraries = 'fencing', bad values are refused at SET.")));
 	return fencing_token_value;
 }
 
@@ -86,6 +119,12 @@ FencingTokenSetting(void)
 void
 FencingGucInit(void)
 {
+	const char *pending = GetConfigOption("fencing.token", true, false);
+	char	   *placeholder = NULL;
+
+	if (pending != NULL && pending[0] != '\0')
+		placeholder = MemoryContextStrdup(TopMemoryContext, pending);
+
 	DefineCustomStringVariable("fencing.token",
 							   "The fence token carried by this session's writes to protected tables.",
 							   "Set it with SET LOCAL for one transaction: SET LOCAL fencing.token = '3:42'.",
@@ -107,4 +146,13 @@ FencingGucInit(void)
 							 NULL,
 							 NULL,
 							 NULL);
+
+	/* a placeholder value that did not survive the check hook */
+	if (placeholder != NULL)
+	{
+		if (fencing_token_value == NULL)
+			dropped_token = placeholder;
+		else
+			pfree(placeholder);
+	}
 }

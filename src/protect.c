@@ -187,6 +187,48 @@ CheckScopeOwnership(Oid relid, const char *scope_name)
 	}
 }
 
+/*
+ * Refuse to protect a tree that has a BEFORE ROW trigger firing after the
+ * guard (they fire in name order): it could change a row after the guard
+ * checked it.  The DDL guard refuses such triggers from then on.  Runs
+ * inside SPI.
+ */
+static void
+CheckNoLateTriggers(List *tree)
+{
+	ListCell   *lc;
+
+	foreach(lc, tree)
+	{
+		Oid			argtypes[2] = {OIDOID, TEXTOID};
+		Datum		values[2];
+		int			rc;
+
+		values[0] = ObjectIdGetDatum(lfirst_oid(lc));
+		values[1] = CStringGetTextDatum(FENCING_GUARD_TRIGGER);
+		rc = SPI_execute_with_args("SELECT tgname::pg_catalog.text FROM pg_catalog.pg_trigger "
+								   "WHERE tgrelid OPERATOR(pg_catalog.=) $1 "
+								   "AND NOT tgisinternal "
+								   "AND (tgtype OPERATOR(pg_catalog.&) 3::pg_catalog.int2) "
+								   "OPERATOR(pg_catalog.=) 3::pg_catalog.int2 "
+								   "AND tgname::pg_catalog.text OPERATOR(pg_catalog.>) $2 COLLATE \"C\" "
+								   "ORDER BY 1 LIMIT 1",
+								   2, argtypes, values, NULL, true, 1);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "could not read pg_trigger: %s", SPI_result_code_string(rc));
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("trigger \"%s\" of table \"%s\" would fire after the fencing guard",
+							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+							get_rel_name(lfirst_oid(lc))),
+					 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it.",
+							   FENCING_GUARD_TRIGGER),
+					 errhint("Rename the trigger so that its name sorts before \"%s\".",
+							 FENCING_GUARD_TRIGGER)));
+	}
+}
+
 /* Validate the column named colname of rel; return its attnum. */
 static AttrNumber
 CheckColumn(Relation rel, const char *colname, bool must_be_fence)
@@ -393,7 +435,7 @@ InvalidateTree(List *tree)
 }
 
 /*
- * fencing.protect(tbl, fence_column, key_columns, strict, scope_name):
+ * fencing.protect(tbl, fence_column, key_columns, strict, scope_name, lease):
  * install the guard and record the settings; a second call changes them.
  */
 Datum
@@ -406,6 +448,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	int			nkeys = -1;
 	bool		strict;
 	char	   *scope_name;
+	char	   *lease = NULL;
 	Relation	rel;
 	List	   *tree;
 	ListCell   *lc;
@@ -484,12 +527,24 @@ fencing_protect(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL to use the table's qualified name.")));
 	}
 
+	/* the lease every write must hold (see lease.c); need not exist yet */
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+	{
+		lease = text_to_cstring(PG_GETARG_TEXT_PP(5));
+		if (lease[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lease must not be empty"),
+					 errhint("Pass NULL to protect the table without a lease.")));
+	}
+
 	tree = RelationTree(rel);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
 	CheckScopeOwnership(relid, scope_name);
+	CheckNoLateTriggers(tree);
 
 	/* one protection per partition tree */
 	if (rel->rd_rel->relispartition)
@@ -524,9 +579,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 	SetUserIdAndSecContext(FencingOwnerOid(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	{
-		Oid			argtypes[5] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID};
-		Datum		values[5];
-		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+		Oid			argtypes[6] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID, TEXTOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 		int			rc;
 
 		values[0] = ObjectIdGetDatum(relid);
@@ -536,14 +591,18 @@ fencing_protect(PG_FUNCTION_ARGS)
 			nulls[2] = 'n';
 		values[3] = BoolGetDatum(strict);
 		values[4] = CStringGetTextDatum(scope_name);
+		values[5] = lease ? CStringGetTextDatum(lease) : (Datum) 0;
+		if (lease == NULL)
+			nulls[5] = 'n';
 		rc = SPI_execute_with_args("INSERT INTO fencing.protected AS p "
-								   "(relid, fence_column, key_columns, strict, scope_name) "
-								   "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (relid) DO UPDATE "
+								   "(relid, fence_column, key_columns, strict, scope_name, lease) "
+								   "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (relid) DO UPDATE "
 								   "SET fence_column = EXCLUDED.fence_column, "
 								   "key_columns = EXCLUDED.key_columns, "
 								   "strict = EXCLUDED.strict, "
-								   "scope_name = EXCLUDED.scope_name",
-								   5, argtypes, values, nulls, false, 0);
+								   "scope_name = EXCLUDED.scope_name, "
+								   "lease = EXCLUDED.lease",
+								   6, argtypes, values, nulls, false, 0);
 		if (rc != SPI_OK_INSERT)
 			elog(ERROR, "could not record the protection: %s",
 				 SPI_result_code_string(rc));

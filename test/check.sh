@@ -9,7 +9,9 @@
 # Perl TAP tests.  The last line is "N passed, M failed"; the exit status is
 # non-zero when anything failed.
 #
-# Environment: FENCING_SUITES="regress isolation pgtap tap" picks suites;
+# Environment: FENCING_SUITES="regress isolation pgtap tap asan" picks suites
+# (asan: the pg_regress suite again, for memory errors: AddressSanitizer
+# where PostgreSQL runs with libasan preloaded, else valgrind memcheck);
 # FENCING_KEEP=1 keeps the scratch directory (logs, diffs) for a post-mortem.
 
 set -u
@@ -17,7 +19,7 @@ set -u
 trap fencing_cleanup EXIT
 trap 'exit 130' INT TERM
 
-suites=${FENCING_SUITES:-regress isolation pgtap tap}
+suites=${FENCING_SUITES:-regress isolation pgtap tap asan}
 total_pass=0
 total_fail=0
 report=()
@@ -129,6 +131,113 @@ for suite in $suites; do
         st=$?
         grep -vE '^\s*ok [0-9]+' "$FENCING_WORK/tap.log"
         count_tap "$FENCING_WORK/tap.log" tap $st
+        ;;
+    asan)
+        # Memory errors in the extension, under the pg_regress suite.
+        # First choice: the extension built with -fsanitize=address, loaded
+        # into the (uninstrumented) Debian server run with libasan
+        # preloaded.  Here (gcc 12, glibc 2.36, Debian's PostgreSQL 15)
+        # every PostgreSQL program started with libasan preloaded hangs in
+        # bindtextdomain() before main() does anything (a deadlock on
+        # glibc's _nl_state_lock; `LD_PRELOAD=$(gcc -print-file-name=libasan.so)
+        # postgres -V` never returns), so a probe decides, and the fallback
+        # is valgrind memcheck on the server (every backend) running the
+        # same suite: any error whose stack passes through fencing.so, or a
+        # crash, fails it.  PostgreSQL's own known valgrind reports (WAL
+        # padding written with pwrite, the relcache init file) are not ours
+        # and are only counted.
+        asan_bad=0
+        saved=("$FENCING_BINDIR" "$PG_CONFIG" "$PGHOST" "$PGPORT" "$PGDATA")
+        libasan=$(gcc -print-file-name=libasan.so)
+        mode=none
+        if [ -f "$libasan" ] && timeout 20 env LD_PRELOAD="$libasan" \
+            ASAN_OPTIONS=detect_leaks=0 "$FENCING_BINDIR/postgres" -V >/dev/null 2>&1; then
+            mode=asan
+        elif command -v valgrind >/dev/null; then
+            mode=valgrind
+            fencing_log "AddressSanitizer cannot run PostgreSQL here (postgres -V hangs with libasan preloaded); valgrind memcheck instead"
+        fi
+        mem_dir=$FENCING_WORK/memcheck-reports
+        mkdir -p "$mem_dir" "$FENCING_WORK/asan" && chown postgres: "$mem_dir" "$FENCING_WORK/asan"
+        case $mode in
+        asan)
+            fencing_log "AddressSanitizer: pg_regress against an ASan build"
+            fencing_build "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING -fsanitize=address -fno-omit-frame-pointer" install-asan
+            FENCING_START_ENV="LD_PRELOAD=$libasan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:log_path=$mem_dir/asan"
+            fencing_cluster_start asan "shared_preload_libraries = 'fencing'"
+            FENCING_START_ENV=
+            in_backend=$(fencing_as_postgres psql -X -At -d postgres \
+                -c "SELECT pg_read_file('/proc/self/maps') LIKE '%libasan%'")
+            if [ "$in_backend" != t ]; then
+                echo "asan: libasan is not loaded in the backends" >>"$FENCING_WORK/failures"
+                asan_bad=$((asan_bad + 1))
+            fi
+            ;;
+        valgrind)
+            fencing_log "valgrind memcheck: pg_regress against a server under valgrind"
+            fencing_cluster_start asan "shared_preload_libraries = 'fencing'" "max_connections = 20"
+            fencing_cluster_stop "$PGDATA"
+            printf '#!/bin/sh\nexec valgrind --quiet --trace-children=yes --error-limit=no --num-callers=40 --log-file=%s/vg.%%p.log %s/postgres "$@"\n' \
+                "$mem_dir" "$FENCING_BINDIR" >"$FENCING_WORK/postgres-valgrind"
+            chmod 755 "$FENCING_WORK/postgres-valgrind"
+            fencing_as_postgres "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -p "$FENCING_WORK/postgres-valgrind" \
+                -l "$PGHOST/server.log" -t 600 -w start >/dev/null \
+                || { cat "$PGHOST/server.log"; echo "asan: the server did not start under valgrind" >>"$FENCING_WORK/failures"; asan_bad=$((asan_bad + 1)); }
+            ;;
+        *)
+            echo "asan: neither AddressSanitizer nor valgrind can run here" >>"$FENCING_WORK/failures"
+            record asan 0 1
+            continue
+            ;;
+        esac
+        fencing_as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
+            --bindir="$FENCING_BINDIR" --inputdir="$src" --outputdir="$FENCING_WORK/asan" \
+            --host="$PGHOST" --port="$PGPORT" --user=postgres \
+            --dbname=fencing_asan --load-extension=fencing \
+            $regress_list >"$FENCING_WORK/asan.log" 2>&1
+        st=$?
+        cat "$FENCING_WORK/asan.log"
+        [ -f "$FENCING_WORK/asan/regression.diffs" ] && head -100 "$FENCING_WORK/asan/regression.diffs"
+        mem_log=$PGHOST/server.log
+        fencing_cluster_stop "$PGDATA"
+        if [ "$mode" = asan ] && ls "$mem_dir"/asan* >/dev/null 2>&1; then
+            echo "asan: AddressSanitizer reports in $mem_dir:" >>"$FENCING_WORK/failures"
+            head -60 "$mem_dir"/asan* | tee -a "$FENCING_WORK/failures"
+            asan_bad=$((asan_bad + 1))
+        fi
+        if [ "$mode" = valgrind ]; then
+            ours=$(cat "$mem_dir"/vg.*.log 2>/dev/null | awk 'BEGIN { RS = "" } /fencing\.so/ { n++ } END { print n + 0 }')
+            theirs=$(cat "$mem_dir"/vg.*.log 2>/dev/null | grep -c 'points to uninitialised\|Invalid \|uninitialised value\|definitely lost')
+            fencing_log "valgrind: $ours error(s) in fencing.so; $theirs report line(s) of PostgreSQL itself"
+            if [ "$ours" -ne 0 ]; then
+                echo "asan: valgrind reports errors in fencing.so (see $mem_dir):" >>"$FENCING_WORK/failures"
+                cat "$mem_dir"/vg.*.log | awk 'BEGIN { RS = ""; ORS = "\n\n" } /fencing\.so/' | head -80 | tee -a "$FENCING_WORK/failures"
+                asan_bad=$((asan_bad + 1))
+            fi
+        fi
+        if grep -qE 'terminated by signal|was terminated|PANIC' "$mem_log"; then
+            echo "asan: a server process crashed (see $mem_log)" >>"$FENCING_WORK/failures"
+            grep -E 'terminated by signal|was terminated|PANIC' "$mem_log" | head -5
+            asan_bad=$((asan_bad + 1))
+        fi
+        asan_ok=$(grep -cE '^(test| ) .* \.\.\. ok' "$FENCING_WORK/asan.log")
+        asan_failed=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$FENCING_WORK/asan.log")
+        grep -E '\.\.\. (FAILED|failed)' "$FENCING_WORK/asan.log" | sed "s/^/asan: /" >>"$FENCING_WORK/failures"
+        if [ "$st" -ne 0 ] && [ "$asan_failed" -eq 0 ]; then
+            asan_failed=1
+            echo "asan: pg_regress exited $st without a failing test (see $FENCING_WORK/asan.log)" >>"$FENCING_WORK/failures"
+        fi
+        # one more line for "no memory error, no crash"
+        if [ "$asan_bad" -eq 0 ]; then
+            fencing_log "$mode: no memory error in fencing, no crash"
+            record "asan" $((asan_ok + 1)) "$asan_failed"
+        else
+            record "asan" "$asan_ok" $((asan_failed + asan_bad))
+        fi
+        FENCING_BINDIR=${saved[0]} PG_CONFIG=${saved[1]} PGHOST=${saved[2]} PGPORT=${saved[3]} PGDATA=${saved[4]}
+        export FENCING_BINDIR PG_CONFIG PGHOST PGPORT PGDATA
+        # leave no ASan objects in the tree
+        [ "$mode" = asan ] && make -C "$FENCING_ROOT" -s clean >/dev/null
         ;;
     *)
         fencing_die "unknown suite $suite"

@@ -6,11 +6,20 @@
 #   demo_timeline_print          print the timeline, sorted, as elapsed time
 #   demo_redis ARGS...           redis-cli against the demo's own Redis
 #   demo_redis_start / _stop     a private redis-server on a free port
-#   demo_spawn NAME SCENE        start a worker as a background process
+#   demo_psp METHOD PATH [KEY [BODY]]
+#                                a request to the payment provider stand-in
+#   demo_psp_start / _stop       the stand-in (test/demo/psp.py) on a free port
+#   demo_spawn NAME SCENE [SCRIPT]
+#                                start a worker (test/demo/SCRIPT, worker.sh
+#                                unless given) as a background process
 #   demo_signal NAME SIG         signal a worker (and its children)
 #   demo_wait_file PATH MS       wait until a file exists, at most MS ms
 #   demo_cleanup                 end every process started, stop PostgreSQL,
 #                                remove the scratch directory
+# and, for the workers (after setting name and scene):
+#   demo_psql ARGS...            psql as the demo runs it
+#   demo_write_step FILE COUNT   one write transaction, its outcome recorded
+#   demo_finish RESULT           record the worker's result and exit
 #
 # Every worker runs in its own session (setsid), so its pid is also its
 # process group: "kill -STOP -- -PID" freezes the worker together with the
@@ -103,11 +112,67 @@ demo_redis_stop() {
     DEMO_REDIS_PID=
 }
 
+# Start the payment provider stand-in (test/demo/psp.py) for the current
+# run: it listens on a free port of 127.0.0.1 and puts what it does on the
+# run's timeline; sets DEMO_PSP_PORT.  The system's Python (Debian's package
+# python3), not whatever a version manager put first in PATH; started as a
+# plain command, so that $! is the interpreter itself.
+demo_psp_start() {
+    local portfile=$DEMO_RUN/psp.port python=/usr/bin/python3 _
+    [ -x "$python" ] || python=$(command -v python3) ||
+        fencing_die "python3 is missing (Debian package python3)"
+    "$python" "$DEMO_DIR/psp.py" "$portfile" "$DEMO_RUN/timeline" \
+        </dev/null >>"$DEMO_RUN/psp.log" 2>&1 &
+    DEMO_PSP_PID=$!
+    for _ in $(seq 100); do
+        if [ -s "$portfile" ]; then
+            DEMO_PSP_PORT=$(cat "$portfile")
+            export DEMO_PSP_PORT
+            return 0
+        fi
+        demo_gone "$DEMO_PSP_PID" && break
+        sleep 0.05
+    done
+    cat "$DEMO_RUN/psp.log" >&2 2>/dev/null
+    fencing_die "the payment provider stand-in failed to start"
+}
+
+# Stop the stand-in: TERM, up to 2.5 s to exit, then KILL.
+demo_psp_stop() {
+    [ -n "${DEMO_PSP_PID:-}" ] || return 0
+    kill -TERM "$DEMO_PSP_PID" 2>/dev/null
+    local _
+    for _ in $(seq 50); do
+        demo_gone "$DEMO_PSP_PID" && break
+        sleep 0.05
+    done
+    kill -KILL "$DEMO_PSP_PID" 2>/dev/null
+    wait "$DEMO_PSP_PID" 2>/dev/null
+    DEMO_PSP_PID=
+}
+
+# One HTTP/1.0 request to the stand-in, with bash's /dev/tcp (no client
+# to install): prints the reply's body; false unless the status is 2xx.
+demo_psp() {
+    local method=$1 path=$2 key=${3:-} body=${4:-} reply status
+    exec 3<>"/dev/tcp/127.0.0.1/$DEMO_PSP_PORT" || return 1
+    {
+        printf '%s %s HTTP/1.0\r\nHost: psp\r\n' "$method" "$path"
+        [ -n "$key" ] && printf 'Idempotency-Key: %s\r\n' "$key"
+        printf 'Content-Length: %d\r\n\r\n%s' "${#body}" "$body"
+    } >&3
+    reply=$(tr -d '\r' <&3)
+    exec 3<&-
+    status=$(printf '%s\n' "$reply" | sed -n '1s/^HTTP\/[0-9.]* \([0-9]*\).*/\1/p')
+    printf '%s\n' "$reply" | sed '1,/^$/d'
+    [ "${status:-0}" -ge 200 ] && [ "$status" -lt 300 ]
+}
+
 # Start worker NAME playing SCENE, in a session of its own; its stderr
-# goes to the run directory.
+# goes to the run directory.  SCRIPT: the worker's program in test/demo/.
 demo_spawn() {
-    local name=$1 scene=$2
-    setsid bash "$DEMO_DIR/worker.sh" "$name" "$scene" \
+    local name=$1 scene=$2 script=${3:-worker.sh}
+    setsid bash "$DEMO_DIR/$script" "$name" "$scene" \
         </dev/null >>"$DEMO_RUN/$name.log" 2>&1 &
     DEMO_PID[$name]=$!
     DEMO_WORKER_PIDS+=($!)
@@ -167,6 +232,7 @@ demo_cleanup() {
     for pid in "${DEMO_WORKER_PIDS[@]}"; do
         demo_kill_worker "$pid"
     done
+    demo_psp_stop
     demo_redis_stop
     fencing_cleanup
     exit "$status"
@@ -177,4 +243,64 @@ demo_cents() {
     local c=$1 sign=
     [ "${c#-}" != "$c" ] && { sign=-; c=${c#-}; }
     printf '%s%d.%02d' "$sign" $((c / 100)) $((c % 100))
+}
+
+# ---------------------------------------------------------------------------
+# The workers' side: shared by test/demo/worker.sh and test/demo/idem-worker.sh,
+# which set name (A, B), scene, who ("worker A") and, before a write,
+# amount (cents) and token.
+# ---------------------------------------------------------------------------
+
+# Record the worker's outcome and finish.
+demo_finish() {
+    echo "$1" >"$DEMO_RUN/$name.result"
+    : >"$DEMO_RUN/$name.done"
+    exit 0
+}
+
+# psql as the demo uses it everywhere: no psqlrc, quiet, stop at the first
+# error; SCENE's schema is the shop this worker works in.
+demo_psql() {
+    psql -X -q -v ON_ERROR_STOP=1 -v schema="$scene" "$@"
+}
+
+# One step of the write: run FILE (a transaction), of COUNT steps in all,
+# with the psql variables worker, token and amount, and any more "-v
+# NAME=VALUE" arguments in the array DEMO_STEP_VARS.  Appends "STEP
+# committed" or "STEP rejected SQLSTATE" to NAME.steps, and the server's
+# error text to NAME.error (indented under the step when COUNT > 1).
+# The timeline says what the step does from its "-- timeline:" line.
+DEMO_STEP_VARS=()
+demo_write_step() {
+    local file=$1 count=$2 err=$DEMO_RUN/$name.stderr step what sqlstate
+    step=$(basename "$file" .sql)
+    step=${step#"$scene"}
+    step=${step#.}
+    step=${step:-payout}
+    what=$(sed -n 's/^-- timeline: //p' "$file" | head -1)
+    what=${what:-$step}
+    what=${what//'{amount}'/$(demo_cents "$amount")}
+    if demo_psql -v VERBOSITY=verbose -v worker="$name" -v token="$token" \
+        -v amount="$amount" "${DEMO_STEP_VARS[@]}" <"$file" 2>"$err"; then
+        echo "$step committed" >>"$DEMO_RUN/$name.steps"
+        demo_event "$who" "$what, token $token -> COMMIT"
+        return 0
+    fi
+    # psql:<stdin>:12: ERROR:  SF001: stale fence token 0:1
+    # DETAIL:  ...   HINT:  ...   LOCATION:  ... (dropped: for developers)
+    # (and SCHEMA NAME, TABLE NAME, ...: the same, as the fields of the error)
+    sed -e 's/^psql:[^ ]*: //' -e '/^LOCATION:/d' -e '/^CONTEXT:/d' \
+        -e '/^[A-Z]* NAME:/d' "$err" >"$err.text"
+    sqlstate=$(sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\): .*/\1/p' "$err.text" | head -1)
+    {
+        if [ "$count" -gt 1 ]; then
+            echo "$what, token $token:"
+            sed 's/^/    /' "$err.text"
+        else
+            cat "$err.text"
+        fi
+    } >>"$DEMO_RUN/$name.error"
+    echo "$step rejected ${sqlstate:-?????}" >>"$DEMO_RUN/$name.steps"
+    demo_event "$who" "$what, token $token -> ERROR ${sqlstate:-?}: $(sed -n 's/^ERROR:  [0-9A-Z]\{5\}: //p' "$err.text" | head -1); rolled back"
+    return 1
 }

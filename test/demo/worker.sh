@@ -14,13 +14,20 @@
 #                                       (or SCENE.*.sql: the same in steps)
 #   6. release the lock, if still ours  compare-and-delete (Lua)
 #
+# With DEMO_LOCK=postgres the lock service is PostgreSQL itself: steps 1
+# and 2 are one call, fencing.lease_acquire('SCENE:refund-r1', NAME, ttl),
+# whose result is the token (NULL while another holder's lease is live:
+# retry), and step 6 is fencing.lease_release(name, token).
+#
 # Nothing here re-checks the lock between 3 and 5: the worker holds it, as
 # far as it knows.  That is the point.
 #
 # Environment (from test/demo.sh): DEMO_RUN, DEMO_REDIS_PORT, DEMO_TTL_MS,
-# DEMO_EPOCH, DEMO_WORK_MS, DEMO_RETRY_MS and libpq's PG* variables.
+# DEMO_EPOCH, DEMO_WORK_MS, DEMO_RETRY_MS, DEMO_LOCK (redis | postgres) and
+# libpq's PG* variables.
 # Files it leaves in $DEMO_RUN:
 #   NAME.locked_at  time (us) just before the SET that got the lock
+#   NAME.token      the fencing token it got
 #   NAME.paying     it is inside the payment call (the moment to freeze it)
 #   NAME.result     committed | rejected SQLSTATE | skipped | failed
 #                   (a scene in steps: "A / B" when its steps ended apart)
@@ -36,21 +43,11 @@ scene=$2
 
 lock=lock:refund-r1
 counter=fence:refund-r1
+lease=$scene:refund-r1
+ttl_interval="$DEMO_TTL_MS ms"
+DEMO_LOCK=${DEMO_LOCK:-redis}
 who="worker $name"
-
-# Record the outcome and finish.
-finish() {
-    echo "$1" >"$DEMO_RUN/$name.result"
-    : >"$DEMO_RUN/$name.done"
-    exit 0
-}
-trap 'finish failed' ERR
-
-# psql as the demo uses it everywhere: no psqlrc, quiet, stop at the first
-# error; SCENE's schema is the shop this worker works in.
-run_psql() {
-    psql -X -q -v ON_ERROR_STOP=1 -v schema="$scene" "$@"
-}
+trap 'demo_finish failed' ERR
 
 # 1. The lock.  A holder that waits too long gives up.
 take_lock() {
@@ -62,6 +59,7 @@ take_lock() {
         if [ "$reply" = OK ]; then
             echo "$before" >"$DEMO_RUN/$name.locked_at"
             demo_event "$who" "SET $lock $name NX PX $DEMO_TTL_MS -> OK, the lock is mine"
+            take_token
             return 0
         fi
         if [ -z "$said_waiting" ]; then
@@ -78,13 +76,36 @@ take_token() {
     local n
     n=$(demo_redis INCR "$counter")
     token=$DEMO_EPOCH:$n
+    echo "$token" >"$DEMO_RUN/$name.token"
     demo_event "$who" "INCR $counter -> $n, fencing token $token"
+}
+
+# 1 and 2 with PostgreSQL as the lock service: the lease's grant is the
+# token (its epoch is fencing.current_epoch(), 2^32 on timeline 1).
+take_lease() {
+    local deadline=$(($(demo_now_us) + (DEMO_TTL_MS * 5 + 5000) * 1000))
+    local said_waiting='' call
+    call="lease_acquire('$lease', '$name', '$ttl_interval')"
+    while :; do
+        token=$(demo_psql -At -c "SELECT fencing.lease_acquire('$lease', '$name', '$ttl_interval')")
+        if [ -n "$token" ]; then
+            echo "$token" >"$DEMO_RUN/$name.token"
+            demo_event "$who" "$call -> $token: the lease is mine, and that is my token"
+            return 0
+        fi
+        if [ -z "$said_waiting" ]; then
+            demo_event "$who" "$call -> NULL: held by $(demo_psql -At -c "SELECT holder FROM fencing.leases WHERE name = '$lease'"); retrying every $DEMO_RETRY_MS ms"
+            said_waiting=1
+        fi
+        [ "$(demo_now_us)" -lt "$deadline" ] || return 1
+        sleep "$(demo_ms_to_s "$DEMO_RETRY_MS")"
+    done
 }
 
 # 3. What is there to do?
 read_refund() {
     local row
-    row=$(run_psql -At -F ' ' \
+    row=$(demo_psql -At -F ' ' \
         -c "SELECT state, amount_cents FROM $scene.refunds WHERE id = 'r-1'")
     state=${row% *}
     amount=${row#* }
@@ -100,10 +121,11 @@ call_payment_provider() {
 
 # 5. The write: test/demo/scenes/SCENE.sql, or the scene's steps
 #    SCENE.*.sql in name order, each in a psql (and a transaction) of its
-#    own.  A step that fails is reported and the next one still runs, so a
-#    scene in steps shows how each of them ended.  Sets outcome: committed
-#    or "rejected SQLSTATE" when every step ended that way, otherwise the
-#    steps' outcomes in order, joined by " / ".
+#    own (demo_write_step, test/demo/lib.sh).  A step that fails is
+#    reported and the next one still runs, so a scene in steps shows how
+#    each of them ended.  Sets outcome: committed or "rejected SQLSTATE"
+#    when every step ended that way, otherwise the steps' outcomes in
+#    order, joined by " / ".
 write_payout() {
     local steps=() step
     if [ -e "$DEMO_DIR/scenes/$scene.sql" ]; then
@@ -113,50 +135,23 @@ write_payout() {
     fi
     : >"$DEMO_RUN/$name.steps"
     for step in "${steps[@]}"; do
-        write_step "$step" "${#steps[@]}"
+        demo_write_step "$step" "${#steps[@]}" || true
     done
     outcome=$(cut -d ' ' -f 2- "$DEMO_RUN/$name.steps" | awk '!seen[$0]++' |
         paste -s -d '/' - | sed 's|/| / |g')
 }
 
-# One step of the write: run FILE, of COUNT steps in all.  Appends
-# "STEP committed" or "STEP rejected SQLSTATE" to NAME.steps, and the
-# server's error text to NAME.error (indented under the step when COUNT > 1).
-write_step() {
-    local file=$1 count=$2 err=$DEMO_RUN/$name.stderr step what sqlstate
-    step=$(basename "$file" .sql)
-    step=${step#"$scene"}
-    step=${step#.}
-    step=${step:-payout}
-    # what the step does, from its "-- timeline:" line
-    what=$(sed -n 's/^-- timeline: //p' "$file" | head -1)
-    what=${what:-$step}
-    what=${what//'{amount}'/$(demo_cents "$amount")}
-    if run_psql -v VERBOSITY=verbose -v worker="$name" -v token="$token" \
-        -v amount="$amount" <"$file" 2>"$err"; then
-        echo "$step committed" >>"$DEMO_RUN/$name.steps"
-        demo_event "$who" "$what, token $token -> COMMIT"
-        return 0
-    fi
-    # psql:<stdin>:12: ERROR:  SF001: stale fence token 0:1
-    # DETAIL:  ...   HINT:  ...   LOCATION:  ... (dropped: for developers)
-    sed -e 's/^psql:[^ ]*: //' -e '/^LOCATION:/d' "$err" >"$err.text"
-    sqlstate=$(sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\): .*/\1/p' "$err.text" | head -1)
-    {
-        if [ "$count" -gt 1 ]; then
-            echo "$what, token $token:"
-            sed 's/^/    /' "$err.text"
-        else
-            cat "$err.text"
-        fi
-    } >>"$DEMO_RUN/$name.error"
-    echo "$step rejected ${sqlstate:-?????}" >>"$DEMO_RUN/$name.steps"
-    demo_event "$who" "$what, token $token -> ERROR ${sqlstate:-?}: $(sed -n 's/^ERROR:  [0-9A-Z]\{5\}: //p' "$err.text" | head -1); rolled back"
-}
-
 # 6. Release, but only a lock that is still ours.
 release_lock() {
     local n
+    if [ "$DEMO_LOCK" = postgres ]; then
+        if [ "$(demo_psql -At -c "SELECT fencing.lease_release('$lease', '$token')")" = t ]; then
+            demo_event "$who" "lease_release('$lease', $token) -> true: released"
+        else
+            demo_event "$who" "lease_release('$lease', $token) -> false: not mine any more, it expired"
+        fi
+        return 0
+    fi
     n=$(demo_redis EVAL "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end" 1 "$lock" "$name")
     if [ "$n" = 1 ]; then
         demo_event "$who" "release $lock -> released"
@@ -165,15 +160,18 @@ release_lock() {
     fi
 }
 
-take_lock || { demo_event "$who" "gave up waiting for $lock"; finish failed; }
-take_token
+if [ "$DEMO_LOCK" = postgres ]; then
+    take_lease || { demo_event "$who" "gave up waiting for the lease $lease"; demo_finish failed; }
+else
+    take_lock || { demo_event "$who" "gave up waiting for $lock"; demo_finish failed; }
+fi
 read_refund
 if [ "$state" != pending ]; then
     demo_event "$who" "refund r-1 is $state already: nothing to do"
     release_lock
-    finish skipped
+    demo_finish skipped
 fi
 call_payment_provider
 write_payout
 release_lock
-finish "$outcome"
+demo_finish "$outcome"

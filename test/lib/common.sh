@@ -3,8 +3,9 @@
 # until they are called.
 #
 #   fencing_deps                 install what is missing (apt, as root)
-#   fencing_build [CFLAGS]       build, and install into a private copy of the
-#                                PostgreSQL installation ($FENCING_WORK/install)
+#   fencing_build [CFLAGS] [DIR] build, and install into a private copy of the
+#                                PostgreSQL installation ($FENCING_WORK/DIR,
+#                                default install)
 #   fencing_cluster_start NAME [conf lines...]
 #                                initdb + start a throwaway cluster as the
 #                                postgres OS user; sets PGHOST, PGPORT, PGDATA
@@ -29,7 +30,7 @@ fencing_deps() {
     local pkgs=(make gcc libc6-dev "postgresql-$FENCING_PGVER"
                 "postgresql-server-dev-$FENCING_PGVER" "postgresql-$FENCING_PGVER-pgtap"
                 libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
-                redis-server redis-tools procps util-linux)
+                redis-server redis-tools procps util-linux python3)
     local missing=() p
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
@@ -62,11 +63,13 @@ fencing_workdir() {
 }
 
 # Build with the given extra CFLAGS and install into a private copy of the
-# PostgreSQL installation.  Sets FENCING_BINDIR and PG_CONFIG.
+# PostgreSQL installation ($FENCING_WORK/${2:-install}; a second directory
+# keeps a differently built copy, for example with AddressSanitizer).  Sets
+# FENCING_BINDIR and PG_CONFIG.
 fencing_build() {
     local cflags=${1:-}
     fencing_workdir
-    local inst=$FENCING_WORK/install
+    local inst=$FENCING_WORK/${2:-install}
     local sys_share=/usr/share/postgresql/$FENCING_PGVER
     fencing_log "building fencing${cflags:+ with $cflags}"
     make -C "$FENCING_ROOT" -s clean >/dev/null
@@ -99,10 +102,12 @@ fencing_as_postgres() {
     fi
 }
 
-# A TCP port on 127.0.0.1 that nothing listens on.
+# A TCP port on 127.0.0.1 that nothing listens on, below the kernel's
+# ephemeral range (where client sockets could already hold it).
 fencing_free_port() {
-    local p
-    for p in $(shuf -i 20000-45000 -n 50); do
+    local p lo=32768
+    read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+    for p in $(shuf -i 10000-$((lo - 1)) -n 50); do
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return 0
@@ -112,6 +117,7 @@ fencing_free_port() {
 }
 
 # initdb and start a cluster; extra arguments are postgresql.conf lines.
+# FENCING_START_ENV (VAR=value words) is the environment of the postmaster.
 fencing_cluster_start() {
     local name=$1; shift
     fencing_workdir
@@ -135,7 +141,8 @@ fencing_cluster_start() {
         local line
         for line in "$@"; do echo "$line"; done
     } >>"$PGDATA/postgresql.conf"
-    fencing_as_postgres "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -l "$dir/server.log" -w start \
+    # FENCING_START_ENV: VAR=value words for the postmaster (LD_PRELOAD, ...)
+    fencing_as_postgres env ${FENCING_START_ENV:-} "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -l "$dir/server.log" -w start \
         >/dev/null || { cat "$dir/server.log" >&2; fencing_die "server failed to start"; }
     FENCING_CLUSTERS+=("$PGDATA")
 }

@@ -53,7 +53,7 @@ SELECT table_privs_are('fencing', 'protected', 'public', ARRAY['SELECT'],
                        'PUBLIC may only read fencing.protected');
 SELECT table_privs_are('fencing', 'scopes', 'public', ARRAY['SELECT'],
                        'PUBLIC may only read fencing.scopes');
-SELECT function_privs_are('fencing', 'protect', ARRAY['regclass', 'name', 'name[]', 'boolean', 'text'],
+SELECT function_privs_are('fencing', 'protect', ARRAY['regclass', 'name', 'name[]', 'boolean', 'text', 'text'],
                           'public', ARRAY['EXECUTE'], 'PUBLIC may call protect() (it checks ownership)');
 SELECT function_privs_are('fencing', 'unprotect', ARRAY['regclass'],
                           'public', ARRAY['EXECUTE'], 'PUBLIC may call unprotect() (it checks ownership)');

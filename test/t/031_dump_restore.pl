@@ -40,6 +40,10 @@ SELECT fencing.protect('events', key_columns => '{tenant}');
 CREATE TABLE events_feb PARTITION OF events
     FOR VALUES FROM ('2024-02-01') TO ('2024-03-01');
 INSERT INTO events VALUES ('t1', '2024-01-10', '4:0'), ('t1', '2024-02-10', '4:1');
+-- idempotency keys: one done, one running (its lease still live)
+SELECT fencing.idem_complete('req-1', token, '{"paid": 25}')
+  FROM fencing.idem_begin('req-1', '{"refund": "r-1"}');
+SELECT state FROM fencing.idem_begin('req-2', '{"refund": "r-2"}', lease => '1 hour');
 });
 
 my $catalog_sql = q{
@@ -108,6 +112,24 @@ is( $node->safe_psql(
 		"UPDATE accounts SET balance = 1, fence = '2:6' WHERE id = 'a' RETURNING fence"),
 	'2:6',
 	'restored: a newer token is accepted');
+
+# Recorded idempotency results survive the restore: a replay is answered
+# from the record, another request under the key is refused, and the
+# running claim still holds its key
+is( $node->safe_psql('dst',
+		q{SELECT state || ' ' || result::text FROM fencing.idem_begin('req-1', '{"refund": "r-1"}')}),
+	'done {"paid": 25}',
+	'restored: a replayed request gets the recorded result (done)');
+foreach my $case (
+	[ q{SELECT fencing.idem_begin('req-1', '{"refund": "r-9"}')}, 'SF003',
+		'restored: the key with another request' ],
+	[ q{SELECT fencing.idem_begin('req-2', '{"refund": "r-2"}', wait => false)}, 'SF004',
+		'restored: a key whose claim is still running' ])
+{
+	my ($sql, $code, $what) = @$case;
+	my ($ret, $out, $err) = $node->psql('dst', "\\set VERBOSITY verbose\n$sql");
+	like($err, qr/ERROR:  $code:/, "$what is refused with $code");
+}
 
 # The extension can go away again
 $node->safe_psql('dst', 'DROP EXTENSION fencing CASCADE');
