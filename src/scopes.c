@@ -16,6 +16,19 @@
  * a brand-new key serialise on the unique index.  Nothing but the scope
  * row is locked.
  *
+ * The fast path for a key that has a row already (the common case) does
+ * the same without the executor: find the row through the primary key,
+ * lock its newest version (table_tuple_lock, as ON CONFLICT DO UPDATE
+ * does), compare, and update it (HOT, as fence is not indexed).  Under
+ * READ COMMITTED a row updated or deleted concurrently is looked up again;
+ * under REPEATABLE READ it fails with 40001, as the upsert would.  A key
+ * without a row, or a fencing.scopes that has grown triggers, more indexes
+ * or row security, takes the SPI path.  Measured with callgrind on a
+ * ledger INSERT (test/bench/profile.sh), the upsert through SPI cost some
+ * 80,000 instructions a write, most of it the executor's start-up and
+ * shut-down for one row; the fast path costs some 50,000, half of that the
+ * index descent and the pruning of the row's page.
+ *
  * Once this transaction has advanced a scope, it holds that row's lock
  * until it ends, so a per-transaction cache can answer repeat writes with
  * the same token (a bulk COPY into one account) without touching the table.
@@ -24,8 +37,16 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -33,10 +54,13 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "fencing.h"
 
@@ -44,6 +68,23 @@
 static SPIPlanPtr upsert_plans[2] = {NULL, NULL};
 static SPIPlanPtr select_plan = NULL;
 static Oid	plans_fence_type = InvalidOid;
+
+/* fencing.scopes and its primary key, for the fast path; looked up lazily */
+static Oid	scopes_relid = InvalidOid;
+static Oid	scopes_nspid = InvalidOid;
+static Oid	scopes_pkey = InvalidOid;
+
+#define Anum_scopes_scope_name	1
+#define Anum_scopes_key			2
+#define Anum_scopes_fence		3
+
+/* The outcome of the fast path */
+typedef enum ScopeFastResult
+{
+	SCOPE_FAST_ACCEPTED,
+	SCOPE_FAST_REJECTED,
+	SCOPE_FAST_NO_ROW			/* no row for the key, or no fast path: use SPI */
+} ScopeFastResult;
 
 /* The per-transaction cache of scopes this transaction has advanced */
 typedef struct ScopeCacheEntry
@@ -263,6 +304,201 @@ PreparePlans(void)
 	plans_fence_type = fence_type;
 }
 
+/* A non-HOT update of a scope row: its new version needs an index entry. */
+static void
+ScopeIndexInsert(Relation rel, Relation idx, HeapTuple tup)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	Datum		values[2];
+	bool		isnull[2];
+	IndexInfo  *info = BuildIndexInfo(idx);
+
+	values[0] = heap_getattr(tup, Anum_scopes_scope_name, desc, &isnull[0]);
+	values[1] = heap_getattr(tup, Anum_scopes_key, desc, &isnull[1]);
+	/* the key is unchanged and its row locked by us: no unique check */
+	index_insert(idx, values, isnull, &tup->t_self, rel, UNIQUE_CHECK_NO,
+				 true, info);
+}
+
+/*
+ * Open fencing.scopes for the fast path, with RowExclusiveLock, and its
+ * primary key into *idx; NULL when the table does not qualify (more than
+ * the one index, triggers or row security: the SPI path handles those).
+ */
+static Relation
+OpenScopesForFastPath(Relation *idx)
+{
+	Relation	rel = NULL;
+	List	   *indexes;
+
+	if (OidIsValid(scopes_relid))
+	{
+		/* the extension may have been dropped and created again */
+		rel = try_table_open(scopes_relid, RowExclusiveLock);
+		if (rel != NULL &&
+			(RelationGetNamespace(rel) != scopes_nspid ||
+			 strcmp(RelationGetRelationName(rel), "scopes") != 0))
+		{
+			table_close(rel, RowExclusiveLock);
+			rel = NULL;
+		}
+	}
+	if (rel == NULL)
+	{
+		scopes_nspid = FencingSchemaOid();
+		scopes_relid = get_relname_relid("scopes", scopes_nspid);
+		if (!OidIsValid(scopes_relid))
+			elog(ERROR, "table fencing.scopes is missing");
+		rel = table_open(scopes_relid, RowExclusiveLock);
+	}
+
+	indexes = RelationGetIndexList(rel);
+	if (list_length(indexes) != 1 || rel->trigdesc != NULL ||
+		rel->rd_rel->relrowsecurity ||
+		rel->rd_rel->relkind != RELKIND_RELATION)
+	{
+		table_close(rel, RowExclusiveLock);
+		return NULL;
+	}
+	scopes_pkey = linitial_oid(indexes);
+	*idx = index_open(scopes_pkey, RowExclusiveLock);
+	if ((*idx)->rd_index->indnatts != 2 ||
+		(*idx)->rd_index->indkey.values[0] != Anum_scopes_scope_name ||
+		(*idx)->rd_index->indkey.values[1] != Anum_scopes_key ||
+		!(*idx)->rd_index->indisunique || !(*idx)->rd_index->indisvalid)
+	{
+		index_close(*idx, RowExclusiveLock);
+		table_close(rel, RowExclusiveLock);
+		return NULL;
+	}
+	return rel;
+}
+
+/*
+ * The fast path of ScopeCheckAndAdvance for a key that has a row: what the
+ * upsert does when it finds the row, done directly.  Returns
+ * SCOPE_FAST_NO_ROW when there is no row (or no fast path), and the SPI
+ * upsert must run.
+ */
+static ScopeFastResult
+ScopeFastCheckAndAdvance(Datum scope_name, Datum key, const Fence *token,
+						 bool strict, Fence *lost_to)
+{
+	Relation	rel;
+	Relation	idx;
+	TupleTableSlot *slot;
+	ScopeFastResult result;
+
+	rel = OpenScopesForFastPath(&idx);
+	if (rel == NULL)
+		return SCOPE_FAST_NO_ROW;
+	slot = table_slot_create(rel, NULL);
+
+	for (;;)
+	{
+		Snapshot	snapshot;
+		ScanKeyData skey[2];
+		IndexScanDesc scan;
+		bool		found;
+		ItemPointerData tid;
+		TM_Result	tmres;
+		TM_FailureData tmfd;
+		HeapTuple	oldtup;
+		bool		shouldfree;
+		bool		isnull;
+		Fence		fence;
+		int			cmp;
+
+		/*
+		 * As SPI does before each query: see what this command wrote so far
+		 * (an earlier row of the same COPY), then take the snapshot, a new
+		 * one under READ COMMITTED.
+		 */
+		CommandCounterIncrement();
+		snapshot = GetTransactionSnapshot();
+
+		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ, scope_name);
+		skey[0].sk_collation = idx->rd_indcollation[0];
+		ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ, key);
+		skey[1].sk_collation = idx->rd_indcollation[1];
+		scan = index_beginscan(rel, idx, snapshot, 2, 0);
+		index_rescan(scan, skey, 2, NULL, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, slot);
+		if (found)
+			tid = slot->tts_tid;
+		index_endscan(scan);
+		if (!found)
+		{
+			result = SCOPE_FAST_NO_ROW;
+			break;
+		}
+
+		/* lock the newest version, waiting for its updater if any */
+		tmres = table_tuple_lock(rel, &tid, snapshot, slot,
+								 GetCurrentCommandId(true),
+								 LockTupleNoKeyExclusive, LockWaitBlock, 0,
+								 &tmfd);
+		if (tmres == TM_Updated || tmres == TM_Deleted)
+		{
+			if (IsolationUsesXactSnapshot())
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("could not serialize access due to concurrent update")));
+			continue;			/* READ COMMITTED: look again */
+		}
+		if (tmres != TM_Ok)
+			elog(ERROR, "unexpected result %d locking a row of fencing.scopes",
+				 (int) tmres);
+
+		oldtup = ExecFetchSlotHeapTuple(slot, false, &shouldfree);
+		fence = *DatumGetFenceP(heap_getattr(oldtup, Anum_scopes_fence,
+											 RelationGetDescr(rel), &isnull));
+		cmp = FenceCmp(token, &fence);
+		if (cmp > 0 || (cmp == 0 && !strict))
+		{
+			/* advance it; fence is not indexed, so this is usually HOT */
+			int			attnum = Anum_scopes_fence;
+			Datum		value = FencePGetDatum(token);
+			bool		null = false;
+			HeapTuple	newtup;
+
+			newtup = heap_modify_tuple_by_cols(oldtup, RelationGetDescr(rel),
+											   1, &attnum, &value, &null);
+#if PG_VERSION_NUM >= 160000
+			{
+				TU_UpdateIndexes update_indexes;
+
+				simple_heap_update(rel, &tid, newtup, &update_indexes);
+				if (update_indexes != TU_None)
+					ScopeIndexInsert(rel, idx, newtup);
+			}
+#else
+			simple_heap_update(rel, &tid, newtup);
+			if (!HeapTupleIsHeapOnly(newtup))
+				ScopeIndexInsert(rel, idx, newtup);
+#endif
+			heap_freetuple(newtup);
+			result = SCOPE_FAST_ACCEPTED;
+		}
+		else if (cmp == 0 &&
+				 TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(oldtup->t_data)))
+			result = SCOPE_FAST_ACCEPTED;	/* a repeat write of ours */
+		else
+		{
+			*lost_to = fence;
+			result = SCOPE_FAST_REJECTED;
+		}
+		if (shouldfree)
+			heap_freetuple(oldtup);
+		break;
+	}
+
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(idx, NoLock);
+	table_close(rel, NoLock);
+	return result;
+}
+
 /*
  * Check token against the fence of (scope_name, key) and advance it.
  *
@@ -298,6 +534,21 @@ ScopeCheckAndAdvance(const char *scope_name, const char *key,
 		}
 	}
 
+	args[0] = CStringGetTextDatum(scope_name);
+	args[1] = CStringGetTextDatum(key);
+	args[2] = FencePGetDatum(token);
+
+	switch (ScopeFastCheckAndAdvance(args[0], args[1], token, strict, lost_to))
+	{
+		case SCOPE_FAST_ACCEPTED:
+			RememberScope(hash, scope_name, key, token);
+			return true;
+		case SCOPE_FAST_REJECTED:
+			return false;
+		case SCOPE_FAST_NO_ROW:
+			break;
+	}
+
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(FencingOwnerOid(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
@@ -305,10 +556,6 @@ ScopeCheckAndAdvance(const char *scope_name, const char *key,
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	PreparePlans();
-
-	args[0] = CStringGetTextDatum(scope_name);
-	args[1] = CStringGetTextDatum(key);
-	args[2] = FencePGetDatum(token);
 	rc = SPI_execute_plan(upsert_plans[strict ? 0 : 1], args, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "could not advance fencing.scopes: %s", SPI_result_code_string(rc));

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# test/bench/profile.sh: CPU instructions per write of each variant, counted
+# by valgrind's callgrind in a single-user backend.
+#
+#   sudo bash test/bench/profile.sh [variant ...]
+#
+# A noisy shared machine makes throughput wobble by 20 %; instruction counts
+# do not.  This runs `postgres --single` under callgrind on the benchmark's
+# tables (test/bench/setup.sql), once with N1 and once with N2 prepared
+# writes of a variant, and prints (Ir(N2) - Ir(N1)) / (N2 - N1): the
+# instructions of one write, start-up cancelled out, and its ratio to the
+# plain write.  The backend's profile of the N2 run is kept in
+# $FENCING_PROFILE_OUT (default /tmp/fencing-profile) for
+# `callgrind_annotate --inclusive=yes FILE`.
+#
+# Variants: update_plain update_advance update_guard update_token
+# update_plpgsql insert_plain insert_guard insert_plpgsql, and idem_bare
+# idem_helpers idem_plpgsql once idem_begin exists (default: all).
+# Environment: FENCING_PROFILE_N1 (300), FENCING_PROFILE_N2 (1500).
+
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/common.sh"
+trap fencing_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+N1=${FENCING_PROFILE_N1:-300}
+N2=${FENCING_PROFILE_N2:-1500}
+OUT=${FENCING_PROFILE_OUT:-/tmp/fencing-profile}
+variants=${*:-update_plain update_advance update_guard update_token update_plpgsql insert_plain insert_guard insert_plpgsql}
+if grep -q 'FUNCTION @extschema@.idem_begin' "$FENCING_ROOT"/sql/fencing--*.sql && [ $# -eq 0 ]; then
+    variants+=" idem_bare idem_helpers idem_plpgsql"
+fi
+command -v valgrind >/dev/null || fencing_die "valgrind is not installed (apt-get install valgrind)"
+
+# The prepared statement of a variant; its parameters are (id, epoch, counter).
+prepare_of() {
+    case $1 in
+    update_plain) echo "UPDATE upd_plain SET balance = balance + 1 WHERE id = \$1" ;;
+    update_advance) echo "UPDATE upd_advance SET balance = balance + 1, fence = fencing.advance(fence, fencing.fence(\$2, \$3)) WHERE id = \$1" ;;
+    update_guard) echo "UPDATE upd_guard SET balance = balance + 1, fence = fencing.fence(\$2, \$3) WHERE id = \$1" ;;
+    update_token) echo "UPDATE upd_token SET balance = balance + 1 WHERE id = \$1 AND set_config('fencing.token', fencing.fence(\$2, \$3)::text, true) IS NOT NULL" ;;
+    update_plpgsql) echo "UPDATE upd_plpgsql SET balance = balance + 1, fence = \$2 * 1000000000 + \$3 WHERE id = \$1" ;;
+    insert_plain) echo "INSERT INTO led_plain (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, fencing.fence(\$2, \$3))" ;;
+    insert_guard) echo "INSERT INTO led_guard (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, fencing.fence(\$2, \$3))" ;;
+    insert_plpgsql) echo "INSERT INTO led_plpgsql (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, \$2 * 1000000000 + \$3)" ;;
+    idem_bare) echo "SELECT bench_order_bare(\$2 * 1000000000 + \$3)" ;;
+    idem_helpers) echo "SELECT bench_order_idem(\$2 * 1000000000 + \$3)" ;;
+    idem_plpgsql) echo "SELECT bench_order_hand(\$2 * 1000000000 + \$3)" ;;
+    *) fencing_die "unknown variant $1" ;;
+    esac
+}
+
+fencing_deps
+fencing_build ""
+fencing_cluster_start profile "shared_preload_libraries = 'fencing'" "autovacuum = off" "jit = off"
+fencing_as_postgres createdb bench
+fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 -d bench -v rows=100000 -v accounts=1000 \
+    -v bulk_rows=1000 -f "$here/setup.sql" >/dev/null || fencing_die "set-up failed"
+if grep -q 'FUNCTION @extschema@.idem_begin' "$FENCING_ROOT"/sql/fencing--*.sql; then
+    fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 -d bench -f "$here/setup_idem.sql" >/dev/null ||
+        fencing_die "idempotency set-up failed"
+fi
+fencing_cluster_stop
+mkdir -p "$OUT"
+chmod 777 "$OUT"
+work=$FENCING_WORK/profile
+mkdir -p "$work"
+chown postgres: "$work"
+
+epoch=1
+declare -A per_write
+for v in $variants; do
+    for n in $N1 $N2; do
+        epoch=$((epoch + 1))
+        {
+            echo "SET synchronous_commit = off"
+            echo "PREPARE p(int, bigint, bigint) AS $(prepare_of "$v")"
+            # spread over the rows; every token newer than the last
+            awk -v n="$n" -v e="$epoch" 'BEGIN { for (i = 1; i <= n; i++) printf "EXECUTE p(%d, %d, %d)\n", (i * 7919) % 100000 + 1, e, i }'
+        } >"$work/$v.$n.sql"
+        fencing_as_postgres valgrind --tool=callgrind --callgrind-out-file="$OUT/$v.$n.callgrind" \
+            "$FENCING_BINDIR/postgres" --single -D "$PGDATA" -F bench \
+            <"$work/$v.$n.sql" >"$work/$v.$n.out" 2>"$work/$v.$n.err" ||
+            { tail -20 "$work/$v.$n.err" >&2; fencing_die "$v: postgres --single failed"; }
+        if grep -q 'ERROR' "$work/$v.$n.out" "$work/$v.$n.err"; then
+            grep -m5 'ERROR' "$work/$v.$n.out" "$work/$v.$n.err" >&2
+            fencing_die "$v: a write failed"
+        fi
+    done
+    ir1=$(sed -n 's/^summary: //p' "$OUT/$v.$N1.callgrind")
+    ir2=$(sed -n 's/^summary: //p' "$OUT/$v.$N2.callgrind")
+    per_write[$v]=$(((ir2 - ir1) / (N2 - N1)))
+    rm -f "$OUT/$v.$N1.callgrind"
+    fencing_log "$v: ${per_write[$v]} instructions per write"
+done
+
+echo
+printf '%-16s %14s %8s %12s\n' variant "Ir per write" ratio "extra Ir"
+for v in $variants; do
+    base=${v%%_*}_plain
+    [ "${v%%_*}" = idem ] && base=idem_bare
+    if [ -n "${per_write[$base]:-}" ]; then
+        awk -v v="$v" -v a="${per_write[$v]}" -v b="${per_write[$base]}" \
+            'BEGIN { printf "%-16s %14d %8.3f %12d\n", v, a, b / a, a - b }'
+    else
+        printf '%-16s %14d\n' "$v" "${per_write[$v]}"
+    fi
+done
+echo "(ratio: the plain write's instructions / this one's, the throughput ratio if the CPU were all)"
+echo "profiles: $OUT/<variant>.$N2.callgrind"
