@@ -9,7 +9,7 @@
 # Perl TAP tests.  The last line is "N passed, M failed"; the exit status is
 # non-zero when anything failed.
 #
-# Environment: FENCING_SUITES="regress isolation pgtap tap memory" picks suites
+# Environment: FENCING_SUITES="regress isolation pgtap tap memory bench" picks suites
 # (memory: the pg_regress suite again, for memory errors: AddressSanitizer
 # where PostgreSQL runs with libasan preloaded, else valgrind memcheck);
 # FENCING_KEEP=1 keeps the scratch directory (logs, diffs) for a post-mortem.
@@ -19,7 +19,7 @@ set -u
 trap fencing_cleanup EXIT
 trap 'exit 130' INT TERM
 
-suites=${FENCING_SUITES:-regress isolation pgtap tap memory}
+suites=${FENCING_SUITES:-regress isolation pgtap tap memory bench}
 total_pass=0
 total_fail=0
 report=()
@@ -238,6 +238,22 @@ for suite in $suites; do
         export FENCING_BINDIR PG_CONFIG PGHOST PGPORT PGDATA
         # leave no ASan objects in the tree
         [ "$mode" = asan ] && make -C "$FENCING_ROOT" -s clean >/dev/null
+        ;;
+    bench)
+        # the benchmark's smoke mode: every variant runs for about a second
+        # and fencing.stats shows the acceptances and rejections designed;
+        # no timing is judged.  Last, as it rebuilds without assertions; its
+        # own scratch directory, as its cleanup removes it.
+        fencing_log "benchmark smoke run"
+        if env -u FENCING_WORK -u PGHOST -u PGPORT -u PGDATA \
+            bash "$FENCING_ROOT/test/bench/run.sh" --smoke >"$FENCING_WORK/bench.log" 2>&1; then
+            tail -n 25 "$FENCING_WORK/bench.log"
+            record bench 1 0
+        else
+            tail -n 60 "$FENCING_WORK/bench.log"
+            echo "bench: test/bench/run.sh --smoke failed (see above)" >>"$FENCING_WORK/failures"
+            record bench 0 1
+        fi
         ;;
     *)
         fencing_die "unknown suite $suite"
