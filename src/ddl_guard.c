@@ -820,6 +820,13 @@ GuardPartitions(Oid parent, Protection *p)
 	}
 }
 
+/* GuardPartitions() in the shape RunWithDdlGuardSuspended() calls. */
+static void
+GuardPartitionsOf(Oid parent, void *arg)
+{
+	GuardPartitions(parent, (Protection *) arg);
+}
+
 /*
  * Keep part, just detached from a tree protected by p, protected on its
  * own with the same settings (and so the same scope fences).
@@ -887,16 +894,7 @@ fencing_ddl_guard_end(PG_FUNCTION_ARGS)
 			PG_RETURN_NULL();
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		FencingDdlGuardSuspended = true;
-		PG_TRY();
-		{
-			GuardPartitions(parent, p);
-		}
-		PG_FINALLY();
-		{
-			FencingDdlGuardSuspended = false;
-		}
-		PG_END_TRY();
+		RunWithDdlGuardSuspended(GuardPartitionsOf, parent, p);
 		SPI_finish();
 	}
 	else if (IsA(parsetree, AlterTableStmt))
@@ -938,16 +936,7 @@ fencing_ddl_guard_end(PG_FUNCTION_ARGS)
 					ProtectDetached(part, p);
 			}
 		}
-		FencingDdlGuardSuspended = true;
-		PG_TRY();
-		{
-			GuardPartitions(relid, p);
-		}
-		PG_FINALLY();
-		{
-			FencingDdlGuardSuspended = false;
-		}
-		PG_END_TRY();
+		RunWithDdlGuardSuspended(GuardPartitionsOf, relid, p);
 		SPI_finish();
 	}
 	PG_RETURN_NULL();

@@ -66,6 +66,7 @@ extern const Fence *FencingTokenSetting(void);
  * DDL guard (ddl_guard.c) must let through.
  */
 extern bool FencingDdlGuardSuspended;
+extern void RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg);
 extern Oid	FencingSchemaOid(void);
 extern Oid	FencingTypeOid(void);
 extern Oid	FencingOwnerOid(void);

@@ -276,8 +276,9 @@ DropTrigger(Oid relid, const char *name)
 
 /* Drop and recreate the guard triggers on every relation of the tree. */
 static void
-InstallTriggers(Oid relid, List *tree)
+InstallTriggers(Oid relid, void *arg)
 {
+	List	   *tree = (List *) arg;
 	char	   *qname = QualifiedName(relid);
 	ListCell   *lc;
 
@@ -310,8 +311,9 @@ InstallTriggers(Oid relid, List *tree)
 
 /* Drop the guard triggers from every relation of the tree. */
 static void
-RemoveTriggers(Oid relid, List *tree)
+RemoveTriggers(Oid relid, void *arg)
 {
+	List	   *tree = (List *) arg;
 	ListCell   *lc;
 
 	DropTrigger(relid, FENCING_GUARD_TRIGGER);
@@ -319,14 +321,17 @@ RemoveTriggers(Oid relid, List *tree)
 		DropTrigger(lfirst_oid(lc), FENCING_TRUNCATE_TRIGGER);
 }
 
-/* Run fn, our own trigger DDL, with the DDL guard suspended. */
-static void
-RunTriggerDdl(void (*fn) (Oid, List *), Oid relid, List *tree)
+/*
+ * Run fn(relid, arg), the extension's own trigger DDL, with the DDL guard
+ * suspended (protect(), unprotect(), and the DDL guard's own repairs).
+ */
+void
+RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 {
 	FencingDdlGuardSuspended = true;
 	PG_TRY();
 	{
-		fn(relid, tree);
+		fn(relid, arg);
 	}
 	PG_FINALLY();
 	{
@@ -572,7 +577,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	 * the relation must be gone for ALTER TABLE; the lock stays.
 	 */
 	table_close(rel, NoLock);
-	RunTriggerDdl(InstallTriggers, relid, tree);
+	RunWithDdlGuardSuspended(InstallTriggers, relid, tree);
 
 	/* the catalog, as the extension owner */
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
@@ -649,7 +654,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	}
 
 	table_close(rel, NoLock);
-	RunTriggerDdl(RemoveTriggers, relid, tree);
+	RunWithDdlGuardSuspended(RemoveTriggers, relid, tree);
 
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(FencingOwnerOid(),
