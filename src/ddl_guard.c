@@ -303,7 +303,7 @@ LockTarget(RangeVar *rv)
 {
 	Oid			relid = RangeVarGetRelid(rv, NoLock, true);
 
-	if (!OidIsValid(relid) || !pg_class_ownercheck(relid, GetUserId()))
+	if (!OidIsValid(relid) || !FencingOwnsRelation(relid, GetUserId()))
 		return InvalidOid;
 	LockRelationOid(relid, DDL_GUARD_LOCKMODE);
 	return relid;
@@ -320,7 +320,7 @@ LockTriggerTarget(RangeVar *rv)
 	Oid			relid = RangeVarGetRelid(rv, NoLock, true);
 
 	if (!OidIsValid(relid) ||
-		(!pg_class_ownercheck(relid, GetUserId()) &&
+		(!FencingOwnsRelation(relid, GetUserId()) &&
 		 pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK))
 		return InvalidOid;
 	LockRelationOid(relid, DDL_GUARD_LOCKMODE);

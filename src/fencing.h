@@ -18,6 +18,21 @@
 #include "fmgr.h"
 #include "utils/rel.h"
 
+/*
+ * Version compatibility: the few server APIs that changed between the
+ * releases fencing supports (13 and later; built and tested on 15).
+ */
+#if PG_VERSION_NUM >= 160000
+#define FencingOwnsRelation(relid, roleid) \
+	object_ownercheck(RelationRelationId, (relid), (roleid))
+#else
+#define FencingOwnsRelation(relid, roleid) pg_class_ownercheck((relid), (roleid))
+#endif
+
+#if PG_VERSION_NUM < 150000
+#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
+#endif
+
 typedef struct Fence
 {
 	int64		epoch;

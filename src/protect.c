@@ -105,7 +105,7 @@ CheckProtectable(Relation rel, const char *action)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("cannot %s \"%s\"", action, RelationGetRelationName(rel)),
 				 errdetail("Only tables and partitioned tables can be protected by fencing.")));
-	if (!pg_class_ownercheck(RelationGetRelid(rel), GetUserId()))
+	if (!FencingOwnsRelation(RelationGetRelid(rel), GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(relkind),
 					   RelationGetRelationName(rel));
 }
@@ -155,7 +155,7 @@ CheckScopeOwnership(Oid relid, const char *scope_name)
 														   SPI_tuptable->tupdesc, 1,
 														   &isnull));
 
-		if (other != relid && !pg_class_ownercheck(other, GetUserId()))
+		if (other != relid && !FencingOwnsRelation(other, GetUserId()))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
@@ -177,7 +177,7 @@ CheckScopeOwnership(Oid relid, const char *scope_name)
 		other = RangeVarGetRelid(makeRangeVarFromNameList(qualified), NoLock, true);
 
 		if (OidIsValid(other) && other != relid &&
-			!pg_class_ownercheck(other, GetUserId()))
+			!FencingOwnsRelation(other, GetUserId()))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
