@@ -79,6 +79,9 @@ count_tap() {
 }
 
 : >"$FENCING_WORK/failures"
+# work from the scratch directory: the postgres OS user may not be able to
+# enter the repository's directory (a clone under a private mktemp -d)
+cd "$FENCING_WORK"
 for suite in $suites; do
     case $suite in
     regress)
