@@ -35,6 +35,9 @@ record() {
 fencing_deps
 fencing_build "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING"
 [ -n "${FENCING_KEEP:-}" ] && fencing_log "scratch directory (kept): $FENCING_WORK"
+# work from the scratch directory: the postgres OS user may not be able to
+# enter the repository's directory (a clone under a private mktemp -d)
+cd "$FENCING_WORK"
 
 # The inputs, where the postgres OS user can read them.
 src=$FENCING_WORK/src
@@ -79,9 +82,6 @@ count_tap() {
 }
 
 : >"$FENCING_WORK/failures"
-# work from the scratch directory: the postgres OS user may not be able to
-# enter the repository's directory (a clone under a private mktemp -d)
-cd "$FENCING_WORK"
 for suite in $suites; do
     case $suite in
     regress)
