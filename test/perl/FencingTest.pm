@@ -451,7 +451,10 @@ sub classify
 	}
 	elsif ($err =~ /\S/)
 	{
-		$a->{outcome} = 'other';
+		# no SQL error but something on stderr: the connection was lost
+		# (FATAL, server closed the connection), possibly in the middle of
+		# COMMIT, so the attempt may or may not have committed
+		$a->{outcome} = 'unknown';
 		$a->{message} = $err;
 	}
 	else
