@@ -53,27 +53,21 @@ ReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 }
 
 /*
- * Raise SF002 for a write that needs a token and has none.
+ * Raise SF002 for a write to rel that needs a token and has none.
  *
  * what says which write it was, for example "UPDATE".
  */
 void
 ReportTokenRequired(Relation rel, const char *what)
 {
-	if (rel != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_TOKEN_REQUIRED),
-				 errmsg("%s on table \"%s\" requires a fence token",
-						what, RelationGetRelationName(rel)),
-				 errdetail("Table \"%s\" is protected by fencing and this write carries no token.",
-						   RelationGetRelationName(rel)),
-				 errhint("Set the token with SET LOCAL fencing.token = '<epoch>:<counter>', or write the new token into the fence column."),
-				 errtable(rel)));
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_TOKEN_REQUIRED),
-				 errmsg("%s requires a fence token", what),
-				 errhint("Pass the fence token that came with the lock.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_TOKEN_REQUIRED),
+			 errmsg("%s on table \"%s\" requires a fence token",
+					what, RelationGetRelationName(rel)),
+			 errdetail("Table \"%s\" is protected by fencing and this write carries no token.",
+					   RelationGetRelationName(rel)),
+			 errhint("Set the token with SET LOCAL fencing.token = '<epoch>:<counter>', or write the new token into the fence column."),
+			 errtable(rel)));
 	pg_unreachable();
 }
 

@@ -44,9 +44,6 @@ typedef struct Fence
 #define PG_GETARG_FENCE_P(n)	DatumGetFenceP(PG_GETARG_DATUM(n))
 #define PG_RETURN_FENCE_P(x)	return FencePGetDatum(x)
 
-/* Maximum length of a fence's text form: two int64 and a colon, plus NUL */
-#define FENCE_TEXT_MAXLEN		(20 + 1 + 20 + 1)
-
 /* The SQLSTATE class SF, see the SPEC */
 #define ERRCODE_STALE_FENCE_TOKEN			MAKE_SQLSTATE('S','F','0','0','1')
 #define ERRCODE_FENCE_TOKEN_REQUIRED		MAKE_SQLSTATE('S','F','0','0','2')
