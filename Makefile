@@ -21,7 +21,8 @@ OBJS_LEASE = src/lease.o
 
 OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE)
 
-DATA = sql/fencing--1.0.sql
+# 1.0 is released and frozen: every SQL change ships in an update script
+DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
 
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance

@@ -95,5 +95,7 @@ SELECT pg_sleep(0.01);
 SELECT state, fencing.counter(token) FROM fencing.idem_begin('refund:8848', '{}', lease => '1 millisecond');
 SELECT pg_sleep(0.01);
 SELECT state, fencing.counter(token) FROM fencing.idem_begin('refund:8848', '{}', lease => '1 millisecond');
+-- the last claim's 1 ms lease must have run out before the summary looks
+SELECT pg_sleep(0.01);
 SELECT running, running_unowned >= 1 AS some_unowned
   FROM fencing.idempotency_summary;

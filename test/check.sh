@@ -13,13 +13,23 @@
 # (memory: the pg_regress suite again, for memory errors: AddressSanitizer
 # where PostgreSQL runs with libasan preloaded, else valgrind memcheck);
 # FENCING_KEEP=1 keeps the scratch directory (logs, diffs) for a post-mortem.
+#
+# Suites of their own: every test/suites/NAME.sh is a suite NAME, run after
+# the built-in ones and before bench, in name order.  Such a script runs as
+# root from the scratch directory with FENCING_ROOT, FENCING_WORK,
+# FENCING_BINDIR, PG_CONFIG and FENCING_PGVER set (test/lib/common.sh gives
+# it the same helpers), prints TAP ("ok N - ...", "not ok N - ..."), and
+# says "1..0 # SKIP <reason>" when it cannot run here; a skip is shown in
+# the summary with its reason, never silently absent.
 
 set -u
 . "$(dirname "$0")/lib/common.sh"
 trap fencing_cleanup EXIT
 trap 'exit 130' INT TERM
 
-suites=${FENCING_SUITES:-regress isolation pgtap tap memory bench}
+# the built-in suites, then test/suites/*.sh by name, then the benchmark
+own_suites=$(cd "$FENCING_ROOT/test/suites" 2>/dev/null && ls -1 -- *.sh 2>/dev/null | sed 's/\.sh$//' | sort | tr '\n' ' ')
+suites=${FENCING_SUITES:-regress isolation pgtap tap memory $own_suites bench}
 total_pass=0
 total_fail=0
 report=()
@@ -259,7 +269,20 @@ for suite in $suites; do
         fi
         ;;
     *)
-        fencing_die "unknown suite $suite"
+        script=$FENCING_ROOT/test/suites/$suite.sh
+        [ -f "$script" ] || fencing_die "unknown suite $suite"
+        fencing_log "suite $suite (test/suites/$suite.sh)"
+        (cd "$FENCING_WORK" && FENCING_ROOT=$FENCING_ROOT FENCING_WORK=$FENCING_WORK \
+            FENCING_BINDIR=$FENCING_BINDIR PG_CONFIG=$PG_CONFIG FENCING_PGVER=$FENCING_PGVER \
+            bash "$script") >"$FENCING_WORK/suite-$suite.log" 2>&1
+        st=$?
+        skip=$(sed -n 's/^1\.\.0 *# *[Ss][Kk][Ii][Pp] *//p' "$FENCING_WORK/suite-$suite.log" | head -1)
+        grep -vE '^\s*ok [0-9]+' "$FENCING_WORK/suite-$suite.log"
+        if [ -n "$skip" ] && [ "$st" -eq 0 ]; then
+            report+=("$(printf '%-10s skipped: %s' "$suite" "$skip")")
+        else
+            count_tap "$FENCING_WORK/suite-$suite.log" "$suite" $st
+        fi
         ;;
     esac
 done

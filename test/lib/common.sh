@@ -37,19 +37,28 @@ fencing_deps() {
             || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-    [ "$(id -u)" -eq 0 ] || fencing_die "missing packages (${missing[*]}); run as root to install them"
     fencing_log "installing: ${missing[*]}"
+    fencing_apt_install "${missing[@]}"
+}
+
+# apt-get install the given packages (as root), waiting for the dpkg lock
+# rather than failing when another apt run holds it.
+fencing_apt_install() {
+    [ $# -eq 0 ] && return 0
+    [ "$(id -u)" -eq 0 ] || fencing_die "missing packages ($*); run as root to install them"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
+    local apt=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900)
+    "${apt[@]}" update -qq >/dev/null
     # the server package must not start a system cluster we do not use
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
         chmod +x /usr/sbin/policy-rc.d
         local _rc_made=1
     fi
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    "${apt[@]}" install -y -qq --no-install-recommends "$@" >/dev/null
+    local st=$?
     [ -n "${_rc_made:-}" ] && rm -f /usr/sbin/policy-rc.d
-    return 0
+    return $st
 }
 
 # A world-readable scratch directory for this run (the repository may live
