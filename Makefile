@@ -9,7 +9,7 @@
 EXTENSION = fencing
 MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
-OBJS_CORE = src/fencing.o src/fence.o src/advance.o src/errors.o
+OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o src/ddl_guard.o
 

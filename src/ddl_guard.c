@@ -102,8 +102,7 @@ static List *
 LoadProtections(void)
 {
 	List	   *result = NIL;
-	Oid			save_userid;
-	int			save_sec_context;
+	FencingSavedUser saved;
 	int			rc;
 	uint64		i;
 	MemoryContext outer = CurrentMemoryContext;
@@ -112,12 +111,10 @@ LoadProtections(void)
 		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(FencingOwnerOid(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	FencingBecomeOwner(&saved);
 	rc = SPI_execute("SELECT relid::pg_catalog.oid, fence_column, key_columns, "
 					 "strict, scope_name FROM fencing.protected", true, 0);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	FencingRestoreUser(&saved);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read fencing.protected: %s",
 			 SPI_result_code_string(rc));
@@ -781,8 +778,7 @@ GuardPartitions(Oid parent, Protection *p)
 		Oid			part = lfirst_oid(lc);
 		char		guard;
 		char		truncate;
-		Oid			save_userid;
-		int			save_sec_context;
+		FencingSavedUser saved;
 
 		if (part == p->relid)
 			continue;			/* the protected table: protect() did it */
@@ -797,9 +793,7 @@ GuardPartitions(Oid parent, Protection *p)
 		if (guard == TRIGGER_FIRES_ALWAYS && truncate == TRIGGER_FIRES_ALWAYS)
 			continue;
 
-		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(RelOwner(part),
-							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		FencingBecomeRole(RelOwner(part), &saved);
 		if (guard == '\0')
 			ereport(ERROR,
 					(errcode(ERRCODE_FENCING_GUARD_ALTERED),
@@ -816,7 +810,7 @@ GuardPartitions(Oid parent, Protection *p)
 		RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER
 						", ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
 						QualifiedName(part)));
-		SetUserIdAndSecContext(save_userid, save_sec_context);
+		FencingRestoreUser(&saved);
 	}
 }
 
@@ -836,22 +830,19 @@ ProtectDetached(Oid part, Protection *p)
 {
 	Oid			argtypes[2] = {OIDOID, OIDOID};
 	Datum		values[2];
-	Oid			save_userid;
-	int			save_sec_context;
+	FencingSavedUser saved;
 	int			rc;
 
 	/* every setting of the tree's row, whatever columns it has */
 	values[0] = ObjectIdGetDatum(part);
 	values[1] = ObjectIdGetDatum(p->relid);
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(RelOwner(part),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	FencingBecomeRole(RelOwner(part), &saved);
 	rc = SPI_execute_with_args("SELECT fencing.protect($1::pg_catalog.regclass, p.fence_column, "
 							   "p.key_columns, p.strict, p.scope_name, p.lease) "
 							   "FROM fencing.protected p "
 							   "WHERE p.relid OPERATOR(pg_catalog.=) $2",
 							   2, argtypes, values, NULL, false, 0);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	FencingRestoreUser(&saved);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not protect detached partition: %s",
 			 SPI_result_code_string(rc));
@@ -949,8 +940,7 @@ fencing_ddl_guard_end(PG_FUNCTION_ARGS)
 Datum
 fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
 {
-	Oid			save_userid;
-	int			save_sec_context;
+	FencingSavedUser saved;
 	int			rc;
 
 	CheckEventTriggerCall(fcinfo, "ddl_guard_drop");
@@ -961,16 +951,14 @@ fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(FencingOwnerOid(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	FencingBecomeOwner(&saved);
 	rc = SPI_execute("DELETE FROM fencing.protected p "
 					 "USING pg_catalog.pg_event_trigger_dropped_objects() d "
 					 "WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
 					 "AND d.objsubid OPERATOR(pg_catalog.=) 0 "
 					 "AND p.relid::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid",
 					 false, 0);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	FencingRestoreUser(&saved);
 	if (rc != SPI_OK_DELETE)
 		elog(ERROR, "could not forget dropped tables: %s",
 			 SPI_result_code_string(rc));

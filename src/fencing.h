@@ -51,6 +51,21 @@ typedef struct Fence
 #define ERRCODE_IDEMPOTENCY_KEY_IN_PROGRESS MAKE_SQLSTATE('S','F','0','0','4')
 #define ERRCODE_FENCING_GUARD_ALTERED		MAKE_SQLSTATE('S','F','0','0','5')
 
+/* extension.c: the extension's own objects, and running as its owner */
+typedef struct FencingSavedUser
+{
+	Oid			userid;
+	int			sec_context;
+} FencingSavedUser;
+
+extern Oid	FencingSchemaOid(void);
+extern Oid	FencingTypeOid(void);
+extern Oid	FencingOwnerOid(void);
+extern void FencingBecomeOwner(FencingSavedUser *saved);
+extern void FencingBecomeRole(Oid role, FencingSavedUser *saved);
+extern void FencingRestoreUser(const FencingSavedUser *saved);
+extern bool FencingActsFor(Oid owner);
+
 /* fence.c */
 extern int	FenceCmp(const Fence *a, const Fence *b);
 extern bool ParseFence(const char *str, Fence *result, bool *out_of_range);
@@ -79,9 +94,6 @@ extern const Fence *FencingTokenSetting(void);
  */
 extern bool FencingDdlGuardSuspended;
 extern void RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg);
-extern Oid	FencingSchemaOid(void);
-extern Oid	FencingTypeOid(void);
-extern Oid	FencingOwnerOid(void);
 
 /* guard_config.c: what fencing.protected says of a relation, cached */
 typedef struct GuardConfig

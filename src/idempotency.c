@@ -474,33 +474,24 @@ ReportLostClaim(text *key, const Fence *token, TimestampTz now)
 			 rel ? errtable(rel) : 0));
 }
 
-/* Who ran before IdemConnect() switched to the extension's owner. */
-typedef struct IdemCaller
-{
-	Oid			userid;
-	int			sec_context;
-} IdemCaller;
-
 /*
  * Connect to SPI and run as the extension's owner until IdemFinish().  An
  * error in between needs no cleanup: (sub)transaction abort restores the
  * user and security context.
  */
 static void
-IdemConnect(IdemCaller *caller)
+IdemConnect(FencingSavedUser *caller)
 {
-	GetUserIdAndSecContext(&caller->userid, &caller->sec_context);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	SetUserIdAndSecContext(FencingOwnerOid(),
-						   caller->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	FencingBecomeOwner(caller);
 }
 
 /* Back to the caller, and out of SPI. */
 static void
-IdemFinish(IdemCaller *caller)
+IdemFinish(FencingSavedUser *caller)
 {
-	SetUserIdAndSecContext(caller->userid, caller->sec_context);
+	FencingRestoreUser(caller);
 	SPI_finish();
 }
 
@@ -524,7 +515,7 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 	bool		result_null = true;
 	bool		recovery_point_null = true;
 	int			attempt;
-	IdemCaller	caller;
+	FencingSavedUser caller;
 
 	IdemConnect(&caller);
 
@@ -745,7 +736,7 @@ IdemUpdateClaim(FunctionCallInfo fcinfo, IdemQuery q, int nextra,
 	Datum		args[6];
 	char		nulls[6];
 	int			i;
-	IdemCaller	caller;
+	FencingSavedUser caller;
 
 	RequireArgument(fcinfo, 0, "idempotency key");
 	RequireArgument(fcinfo, 1, "token");

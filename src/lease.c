@@ -115,15 +115,12 @@ fencing_server_timeline(PG_FUNCTION_ARGS)
 static void
 ReadLease(const char *name)
 {
-	Oid			save_userid;
-	int			save_sec_context;
+	FencingSavedUser saved;
 	Datum		args[1];
 	int			rc;
 
 	lease_cache.valid = false;
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(FencingOwnerOid(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	FencingBecomeOwner(&saved);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (lease_plan == NULL)
@@ -164,7 +161,7 @@ ReadLease(const char *name)
 		}
 	}
 	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	FencingRestoreUser(&saved);
 
 	lease_cache.lxid = MyLocalTransactionId();
 	lease_cache.cid = GetCurrentCommandId(false);

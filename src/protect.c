@@ -42,38 +42,6 @@ PG_FUNCTION_INFO_V1(fencing_unprotect);
 
 bool		FencingDdlGuardSuspended = false;
 
-/* The OID of schema fencing (fixed by the control file). */
-Oid
-FencingSchemaOid(void)
-{
-	return get_namespace_oid("fencing", false);
-}
-
-/* The OID of type fencing.fence. */
-Oid
-FencingTypeOid(void)
-{
-	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
-						   CStringGetDatum("fence"),
-						   ObjectIdGetDatum(FencingSchemaOid()));
-}
-
-/* The extension's owner: the owner of its catalog table. */
-Oid
-FencingOwnerOid(void)
-{
-	Oid			relid = get_relname_relid("protected", FencingSchemaOid());
-	HeapTuple	tup;
-	Oid			owner;
-
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
 /* Run one SQL command through SPI; elog on an unexpected result code. */
 static void
 RunSql(const char *sql, int expected)
@@ -354,8 +322,7 @@ SeedScopes(Oid relid, int nkeys, Datum *keynames, const char *fence_column,
 	Oid			argtypes[3] = {TEXTOID, TEXTOID, FencingTypeOid()};
 	SPIPlanPtr	upsert;
 	Portal		portal;
-	Oid			save_userid;
-	int			save_sec_context;
+	FencingSavedUser saved;
 	int			i;
 
 	initStringInfo(&sql);
@@ -415,11 +382,9 @@ SeedScopes(Oid relid, int nkeys, Datum *keynames, const char *fence_column,
 			args[0] = CStringGetTextDatum(scope_name);
 			args[1] = CStringGetTextDatum(ScopeKeyFromValues(nkeys, values, nulls, types));
 			args[2] = values[nkeys];
-			GetUserIdAndSecContext(&save_userid, &save_sec_context);
-			SetUserIdAndSecContext(FencingOwnerOid(),
-								   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+			FencingBecomeOwner(&saved);
 			rc = SPI_execute_plan(upsert, args, NULL, false, 0);
-			SetUserIdAndSecContext(save_userid, save_sec_context);
+			FencingRestoreUser(&saved);
 			if (rc != SPI_OK_INSERT)
 				elog(ERROR, "could not seed fencing.scopes: %s",
 					 SPI_result_code_string(rc));
@@ -457,8 +422,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	Relation	rel;
 	List	   *tree;
 	ListCell   *lc;
-	Oid			save_userid;
-	int			save_sec_context;
+	FencingSavedUser saved;
 	int			i;
 
 	if (PG_ARGISNULL(0))
@@ -580,9 +544,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	RunWithDdlGuardSuspended(InstallTriggers, relid, tree);
 
 	/* the catalog, as the extension owner */
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(FencingOwnerOid(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	FencingBecomeOwner(&saved);
 	{
 		Oid			argtypes[6] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID, TEXTOID};
 		Datum		values[6];
@@ -612,7 +574,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not record the protection: %s",
 				 SPI_result_code_string(rc));
 	}
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	FencingRestoreUser(&saved);
 
 	if (nkeys >= 0)
 		SeedScopes(relid, nkeys, keynames, fence_column, scope_name);
@@ -629,8 +591,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	Oid			relid;
 	Relation	rel;
 	List	   *tree;
-	Oid			save_userid;
-	int			save_sec_context;
+	FencingSavedUser saved;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -656,9 +617,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	table_close(rel, NoLock);
 	RunWithDdlGuardSuspended(RemoveTriggers, relid, tree);
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(FencingOwnerOid(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	FencingBecomeOwner(&saved);
 	{
 		Oid			argtypes[1] = {OIDOID};
 		Datum		values[1] = {ObjectIdGetDatum(relid)};
@@ -671,7 +630,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not remove the protection: %s",
 				 SPI_result_code_string(rc));
 	}
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	FencingRestoreUser(&saved);
 
 	SPI_finish();
 	InvalidateTree(tree);

@@ -515,8 +515,7 @@ ScopeCheckAndAdvance(const char *scope_name, const char *key,
 	uint64		hash = ScopeHash(scope_name, key);
 	ScopeCacheEntry *cached = LookupScopeCache(hash, scope_name, key);
 	Datum		args[3];
-	Oid			save_userid;
-	int			save_sec_context;
+	FencingSavedUser saved;
 	bool		accepted;
 	int			rc;
 
@@ -549,9 +548,7 @@ ScopeCheckAndAdvance(const char *scope_name, const char *key,
 			break;
 	}
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(FencingOwnerOid(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	FencingBecomeOwner(&saved);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -583,7 +580,7 @@ ScopeCheckAndAdvance(const char *scope_name, const char *key,
 			TransactionIdIsCurrentTransactionId(xmin);
 	}
 	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	FencingRestoreUser(&saved);
 
 	if (accepted)
 		RememberScope(hash, scope_name, key, token);

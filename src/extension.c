@@ -1,0 +1,94 @@
+/*-------------------------------------------------------------------------
+ *
+ * extension.c
+ *	  The extension's own objects as every module needs them: its schema,
+ *	  its type, its owner, and running SQL as that owner.
+ *
+ * The tables of the extension (fencing.protected, the scope storage,
+ * fencing.idempotency_keys, fencing.leases) are written by no role but the
+ * extension's owner.  The C functions that must write them switch to the
+ * owner around their own, fully qualified SQL, as PostgreSQL's RI triggers
+ * do, rather than being SECURITY DEFINER: the caller's arguments are
+ * evaluated by the caller, and no SET clause's per-call GUC save and
+ * restore is paid on the hot path.  An error in between needs no cleanup:
+ * (sub)transaction abort restores the user and security context.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "fencing.h"
+
+/* The OID of schema fencing (fixed by the control file). */
+Oid
+FencingSchemaOid(void)
+{
+	return get_namespace_oid("fencing", false);
+}
+
+/* The OID of type fencing.fence. */
+Oid
+FencingTypeOid(void)
+{
+	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+						   CStringGetDatum("fence"),
+						   ObjectIdGetDatum(FencingSchemaOid()));
+}
+
+/* The extension's owner: the owner of its catalog table. */
+Oid
+FencingOwnerOid(void)
+{
+	Oid			relid = get_relname_relid("protected", FencingSchemaOid());
+	HeapTuple	tup;
+	Oid			owner;
+
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* Run as role until FencingRestoreUser(saved). */
+void
+FencingBecomeRole(Oid role, FencingSavedUser *saved)
+{
+	GetUserIdAndSecContext(&saved->userid, &saved->sec_context);
+	SetUserIdAndSecContext(role,
+						   saved->sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+/* Run as the extension's owner until FencingRestoreUser(saved). */
+void
+FencingBecomeOwner(FencingSavedUser *saved)
+{
+	FencingBecomeRole(FencingOwnerOid(), saved);
+}
+
+/* Back to the user FencingBecomeRole() or FencingBecomeOwner() saved. */
+void
+FencingRestoreUser(const FencingSavedUser *saved)
+{
+	SetUserIdAndSecContext(saved->userid, saved->sec_context);
+}
+
+/*
+ * May the current user act for owner?  True for owner itself, its members
+ * and superusers: what "belongs to" means for scopes, keys and leases.
+ */
+bool
+FencingActsFor(Oid owner)
+{
+	return is_member_of_role(GetUserId(), owner);
+}
