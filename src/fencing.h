@@ -18,20 +18,7 @@
 #include "fmgr.h"
 #include "utils/rel.h"
 
-/*
- * Version compatibility: the few server APIs that changed between the
- * releases fencing supports (13 and later; built and tested on 15).
- */
-#if PG_VERSION_NUM >= 160000
-#define FencingOwnsRelation(relid, roleid) \
-	object_ownercheck(RelationRelationId, (relid), (roleid))
-#else
-#define FencingOwnsRelation(relid, roleid) pg_class_ownercheck((relid), (roleid))
-#endif
-
-#if PG_VERSION_NUM < 150000
-#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
-#endif
+#include "compat.h"
 
 typedef struct Fence
 {
@@ -73,11 +60,12 @@ extern char *FenceToCString(const Fence *f);
 extern Fence *FenceCopy(const Fence *f);
 
 /* errors.c */
-extern void ReportStaleToken(const Fence *token, const Fence *fence,
-							 Relation rel, const char *scope_desc) pg_attribute_noreturn();
-extern void ReportTokenRequired(Relation rel, const char *what) pg_attribute_noreturn();
-extern void ReportConflictingTokens(const Fence *setting, const Fence *column,
-									Relation rel) pg_attribute_noreturn();
+pg_noreturn extern void ReportStaleToken(const Fence *token, const Fence *fence,
+										 Relation rel, const char *scope_desc);
+pg_noreturn extern void ReportTokenRequired(Relation rel, const char *what);
+pg_noreturn extern void ReportConflictingTokens(const Fence *setting,
+												const Fence *column,
+												Relation rel);
 
 /* guard.c, protect.c, scopes.c, guc.c */
 #define FENCING_GUARD_TRIGGER		"zz_fencing_guard"
@@ -155,7 +143,7 @@ extern void FencingStatsCountIdem(FencingIdemCounter counter);
 
 /* lease.c: the guard's check of a table protected with a lease */
 extern bool LeaseHeldWith(const char *lease, const Fence *token);
-extern void ReportLeaseLost(const char *lease, const Fence *token,
-							Relation rel) pg_attribute_noreturn();
+pg_noreturn extern void ReportLeaseLost(const char *lease, const Fence *token,
+										Relation rel);
 
 #endif							/* FENCING_H */

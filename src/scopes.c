@@ -421,7 +421,7 @@ ScopeFastCheckAndAdvance(Datum scope_name, Datum key, const Fence *token,
 		skey[0].sk_collation = idx->rd_indcollation[0];
 		ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ, key);
 		skey[1].sk_collation = idx->rd_indcollation[1];
-		scan = index_beginscan(rel, idx, snapshot, 2, 0);
+		scan = FencingIndexBeginscan(rel, idx, snapshot, 2, 0);
 		index_rescan(scan, skey, 2, NULL, 0);
 		found = index_getnext_slot(scan, ForwardScanDirection, slot);
 		if (found)
