@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "utils/guc.h"
 
 /*
  * PostgreSQL 16 replaced the per-object-class ownership checks
@@ -54,6 +55,21 @@
 #else
 #define FencingIndexBeginscan(heap, index, snapshot, nkeys, norderbys) \
 	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
+#endif
+
+/*
+ * PostgreSQL 16 moved the settings' memory into a memory context of its
+ * own: the "extra" that a check hook hands back is freed with guc_free()
+ * (a pfree() that asserts the context), so it must come from guc_malloc().
+ * Up to 15 it came from malloc() and was freed with free().  A malloc()ed
+ * extra on 16 or later makes the server pfree() memory it never palloc()ed
+ * at the end of every transaction that set the value.  guc_malloc(LOG, ...)
+ * returns NULL when out of memory, as malloc() does.
+ */
+#if PG_VERSION_NUM >= 160000
+#define FencingGucMalloc(size) guc_malloc(LOG, (size))
+#else
+#define FencingGucMalloc(size) malloc(size)
 #endif
 
 #endif							/* FENCING_COMPAT_H */

@@ -415,7 +415,8 @@ ScopeFastCheckAndAdvance(Datum scope_name, Datum key, const Fence *token,
 		 * one under READ COMMITTED.
 		 */
 		CommandCounterIncrement();
-		snapshot = GetTransactionSnapshot();
+		/* registered: PostgreSQL 18 asserts so in every MVCC visibility check */
+		snapshot = RegisterSnapshot(GetTransactionSnapshot());
 
 		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ, scope_name);
 		skey[0].sk_collation = idx->rd_indcollation[0];
@@ -429,6 +430,7 @@ ScopeFastCheckAndAdvance(Datum scope_name, Datum key, const Fence *token,
 		index_endscan(scan);
 		if (!found)
 		{
+			UnregisterSnapshot(snapshot);
 			result = SCOPE_FAST_NO_ROW;
 			break;
 		}
@@ -438,6 +440,7 @@ ScopeFastCheckAndAdvance(Datum scope_name, Datum key, const Fence *token,
 								 GetCurrentCommandId(true),
 								 LockTupleNoKeyExclusive, LockWaitBlock, 0,
 								 &tmfd);
+		UnregisterSnapshot(snapshot);
 		if (tmres == TM_Updated || tmres == TM_Deleted)
 		{
 			if (IsolationUsesXactSnapshot())
