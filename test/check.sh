@@ -62,9 +62,11 @@ if [ "$(echo $pg_versions | wc -w)" -gt 1 ]; then
         # the child's summary block: its suite lines, and its failures
         while IFS= read -r l; do lines+=("$l"); done < <(awk -v v="$v" '
             /^Summary$/ { s = 1; next }
-            s && /^Failures:$/ { f = 1; next }
-            s && /^$/ { s = 0; f = 0 }
-            s && !f && /^  / { print }
+            s && /^Failures:$/ { f = 1; k = 0; next }
+            s && /^Known failures/ { k = 1; f = 0; next }
+            s && /^$/ { s = 0; f = 0; k = 0 }
+            s && !f && !k && /^  / { print }
+            s && k { sub(/^  /, ""); print "  known failure of PostgreSQL (not counted), on " v ": " $0 }
             s && f { sub(/^  /, ""); print "  failure on " v ": " $0 }' "$log")
         lines+=("$(printf 'PostgreSQL %s: %s (%d s)' "$v" "$last" $((SECONDS - t_v)))")
         rm -f "$log"
@@ -90,11 +92,13 @@ total_fail=0
 report=()
 failures=()
 
-# Record a suite's result: name, passed, failed.
+# Record a suite's result: name, passed, failed[, known failures].
 record() {
     total_pass=$((total_pass + $2))
     total_fail=$((total_fail + $3))
-    report+=("$(printf '%-10s PostgreSQL %s %5d passed, %d failed' "$1" "$FENCING_PGVER" "$2" "$3")")
+    local known=${4:-0}
+    report+=("$(printf '%-10s PostgreSQL %s %5d passed, %d failed%s' "$1" "$FENCING_PGVER" "$2" "$3" \
+        "$([ "$known" -gt 0 ] && echo ", $known known failure(s) not ours (TODO, listed below)")")")
 }
 
 fencing_deps
@@ -132,22 +136,28 @@ count_regress() {
     record "$name" "$ok" "$bad"
 }
 
-# TAP output (verbose): count "ok N" and "not ok N" lines.
+# TAP output (verbose): count "ok N" and "not ok N" lines.  A "not ok ...
+# # TODO reason" is TAP's known failure: a suite marks so what fails in
+# PostgreSQL itself, not in the extension (pg_upgrade's baseline); it is
+# counted apart and listed, never hidden and never counted as passed.
 count_tap() {
     local log=$1 name=$2 status=$3
-    local ok bad
+    local ok bad known
     ok=$(grep -cE '^\s*ok [0-9]+' "$log")
-    bad=$(grep -cE '^\s*not ok [0-9]+' "$log")
-    grep -E '^\s*not ok [0-9]+' "$log" | sed "s/^/$name: /" >>"$FENCING_WORK/failures"
+    bad=$(grep -E '^\s*not ok [0-9]+' "$log" | grep -cvE '# *TODO')
+    known=$(grep -E '^\s*not ok [0-9]+' "$log" | grep -cE '# *TODO')
+    grep -E '^\s*not ok [0-9]+' "$log" | grep -vE '# *TODO' | sed "s/^/$name: /" >>"$FENCING_WORK/failures"
+    grep -E '^\s*not ok [0-9]+' "$log" | grep -E '# *TODO' | sed "s/^/$name: /" >>"$FENCING_WORK/known"
     # a script that died without a failing assertion still fails
     if [ "$status" -ne 0 ] && [ "$bad" -eq 0 ]; then
         bad=1
         echo "$name: exited $status without a failing assertion (see $log)" >>"$FENCING_WORK/failures"
     fi
-    record "$name" "$ok" "$bad"
+    record "$name" "$ok" "$bad" "$known"
 }
 
 : >"$FENCING_WORK/failures"
+: >"$FENCING_WORK/known"
 for suite in $suites; do
     case $suite in
     regress)
@@ -195,7 +205,8 @@ for suite in $suites; do
         (cd "$src" && fencing_as_postgres env \
             PERL5LIB="$pgxs_dir/src/test/perl:$src/test/perl" \
             PG_REGRESS="$pgxs_dir/src/test/regress/pg_regress" \
-            TESTDIR="$FENCING_WORK/tap" PGHOST= PGPORT= \
+            TESTDIR="$FENCING_WORK/tap" TESTDATADIR="$FENCING_WORK/tap/tmp_check" \
+            TESTLOGDIR="$FENCING_WORK/tap/log" PGHOST= PGPORT= \
             prove -v test/t/*.pl) >"$FENCING_WORK/tap.log" 2>&1
         st=$?
         grep -vE '^\s*ok [0-9]+' "$FENCING_WORK/tap.log"
@@ -347,6 +358,10 @@ echo
 echo "Summary"
 echo "  PostgreSQL $FENCING_PGVER: $("$FENCING_BINDIR/postgres" -V)"
 printf '  %s\n' "${report[@]}"
+if [ -s "$FENCING_WORK/known" ]; then
+    echo "Known failures of PostgreSQL itself (not counted):"
+    sed 's/^/  /' "$FENCING_WORK/known"
+fi
 if [ -s "$FENCING_WORK/failures" ]; then
     echo "Failures:"
     sed 's/^/  /' "$FENCING_WORK/failures"
