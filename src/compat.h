@@ -30,10 +30,10 @@
 
 /* 18 gave index_beginscan() an instrumentation argument */
 #if PG_VERSION_NUM >= 180000
-#define FencingIndexBeginScan(heap, index, snapshot, nkeys, norderbys) \
+#define FencingIndexBeginscan(heap, index, snapshot, nkeys, norderbys) \
 	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
 #else
-#define FencingIndexBeginScan(heap, index, snapshot, nkeys, norderbys) \
+#define FencingIndexBeginscan(heap, index, snapshot, nkeys, norderbys) \
 	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
 #endif
 

@@ -495,7 +495,7 @@ FindKeyRow(Relation rel, Relation idx, ScanKey skey, int nkeys,
 	IndexScanDesc scan;
 	bool		found;
 
-	scan = FencingIndexBeginScan(rel, idx, snapshot, nkeys, 0);
+	scan = FencingIndexBeginscan(rel, idx, snapshot, nkeys, 0);
 	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
@@ -686,7 +686,8 @@ SettleKeyRow(ScopeStorage *scope, Datum *key, bool *nulls, uint32 hash,
 		 * one under READ COMMITTED.
 		 */
 		CommandCounterIncrement();
-		snapshot = GetTransactionSnapshot();
+		/* registered: PostgreSQL 18 asserts so in every MVCC visibility check */
+		snapshot = RegisterSnapshot(GetTransactionSnapshot());
 
 		if (FindKeyRow(rel, idx, skey, scope->nkeys, snapshot, slot, &tid))
 			result = AdvanceKeyRow(rel, idx, &tid, snapshot, slot, token,
@@ -694,6 +695,7 @@ SettleKeyRow(ScopeStorage *scope, Datum *key, bool *nulls, uint32 hash,
 		else
 			result = InsertKeyRow(scope, rel, idx, skey, key, nulls, hash,
 								  slot, token);
+		UnregisterSnapshot(snapshot);
 	}
 
 	ExecDropSingleTupleTableSlot(slot);
