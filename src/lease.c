@@ -63,12 +63,6 @@ static struct
 	TimestampTz expires_at;
 } lease_cache = {false};
 
-#if PG_VERSION_NUM >= 170000
-#define MyLocalTransactionId()	(MyProc->vxid.lxid)
-#else
-#define MyLocalTransactionId()	(MyProc->lxid)
-#endif
-
 /*
  * The timeline this server writes WAL on; on a standby, the timeline it
  * replays.
@@ -163,7 +157,7 @@ ReadLease(const char *name)
 	SPI_finish();
 	FencingRestoreUser(&saved);
 
-	lease_cache.lxid = MyLocalTransactionId();
+	lease_cache.lxid = CurrentLocalTransactionId();
 	lease_cache.cid = GetCurrentCommandId(false);
 	strlcpy(lease_cache.name, name, sizeof(lease_cache.name));
 	lease_cache.valid = strlen(name) < sizeof(lease_cache.name);
@@ -178,7 +172,7 @@ bool
 LeaseHeldWith(const char *lease, const Fence *token)
 {
 	if (!lease_cache.valid ||
-		lease_cache.lxid != MyLocalTransactionId() ||
+		lease_cache.lxid != CurrentLocalTransactionId() ||
 		lease_cache.cid != GetCurrentCommandId(false) ||
 		strcmp(lease_cache.name, lease) != 0)
 		ReadLease(lease);
