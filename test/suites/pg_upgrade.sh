@@ -204,6 +204,54 @@ else
     upgrade_way "$bin15" "$v15 -> $v15"
 fi
 
+# 3b. A database still at the last release, with that release's own
+# library on 15, upgraded into a server that has only the new library (as
+# after installing the new package there): pg_upgrade, then ALTER EXTENSION
+# fencing UPDATE on the new server.
+release_upgrade() {
+    local target_bin=$1 label=$2 rel inst data new ver
+    rel=$(cd "$FENCING_ROOT/sql" && ls -1 fencing--*.sql | sed 's/^fencing--//; s/\.sql$//' | tr -- '-' '\n' \
+          | grep -v '^$' | sort -uV | while read -r v; do
+                git -C "$FENCING_ROOT" rev-parse -q --verify "refs/tags/v$v" >/dev/null && echo "$v"; done | tail -1)
+    [ -n "$rel" ] || return 0
+    fencing_set_pgver 15
+    inst=$W/inst15-$rel
+    fencing_pg_copy "$inst" >/dev/null
+    if ! FENCING_WORK=$W fencing_build_release "$rel" "$inst"; then
+        fencing_set_pgver 18
+        tap_ok 1 "release $rel builds on PostgreSQL $v15"
+        return
+    fi
+    fencing_set_pgver 18
+    data=$(make_cluster "old15-$rel" "$inst/usr/lib/postgresql/15/bin")
+    start_cluster "$data"
+    cluster_psql "$data" postgres -c "CREATE DATABASE app"
+    cluster_psql "$data" app -c "CREATE EXTENSION fencing" -f "$W/fill.sql" -f "$W/verify.sql" >"$W/fill-$rel.log" 2>&1
+    tap_ok $? "PostgreSQL $v15: release $rel with its own library, filled"
+    stop_cluster "$data"
+    new=$(make_cluster "new-$rel" "$target_bin")
+    if run_pg_upgrade "$data" "$new"; then
+        tap_ok 0 "pg_upgrade $label of a database at $rel into a server with only the new library"
+    else
+        tap_ok 1 "pg_upgrade $label of a database at $rel into a server with only the new library"
+        tap_diag "$(tail -30 "$W/upgrade.log")"
+        return
+    fi
+    start_cluster "$new"
+    ver=$(cluster_psql "$new" app -c "SELECT extversion FROM pg_extension WHERE extname = 'fencing'")
+    cluster_psql "$new" app -c "ALTER EXTENSION fencing UPDATE" >"$W/alter-$rel.log" 2>&1
+    tap_ok $? "after pg_upgrade $label: ALTER EXTENSION fencing UPDATE from $ver to $(cluster_psql "$new" app -c "SELECT extversion FROM pg_extension WHERE extname = 'fencing'")"
+    [ -s "$W/alter-$rel.log" ] && tap_diag "$(cat "$W/alter-$rel.log")"
+    stop_cluster "$new"
+    check_new "$new" "pg_upgrade $label from $rel, then updated"
+    rm -rf "$W/old15-$rel" "$W/new-$rel"
+}
+if [ "$direct" = yes ]; then
+    release_upgrade "$bin18" "$v15 -> $v18"
+else
+    release_upgrade "$bin15" "$v15 -> $v15"
+fi
+
 # 4. pg_dump of the filled 15 database restored into a new 18 cluster:
 # first with 18's pg_dump, as the documentation advises for any upgrade by
 # dump; should that fail in PostgreSQL itself (pg_attver, as above), with

@@ -10,7 +10,7 @@
 -- row in app.acked is an acknowledged write.  A failure is logged in
 -- app.failed (any failure of a fresh write is a fault).
 --
--- app.stale(seconds): tries every protected table with tokens that have
+-- app.stale(seconds, who): stale writer "who" tries every protected table with tokens that have
 -- lost: the token of the last acknowledged write of a writer (equal to the
 -- fence, from another transaction) and one below it, and epoch 1 tokens.
 -- Each attempt is logged in app.stale with its SQLSTATE ('accepted' when
@@ -54,7 +54,7 @@ END
 $fn$;
 
 -- One attempt: run sql (a write with a stale token); log the outcome.
-CREATE PROCEDURE app.stale_try(what text, tok fencing.fence, sql text)
+CREATE PROCEDURE app.stale_try(who int, what text, tok fencing.fence, sql text)
 LANGUAGE plpgsql AS $fn$
 BEGIN
     BEGIN
@@ -63,15 +63,15 @@ BEGIN
         PERFORM set_config('fencing.token', tok::text, true);
         EXECUTE sql USING tok;
         INSERT INTO app.stale (writer, what, tok, sqlstate, message)
-             VALUES (0, what, tok, 'accepted', 'a stale token was accepted');
+             VALUES (who, what, tok, 'accepted', 'a stale token was accepted');
     EXCEPTION WHEN OTHERS THEN
         INSERT INTO app.stale (writer, what, tok, sqlstate, message)
-             VALUES (0, what, tok, SQLSTATE, SQLERRM);
+             VALUES (who, what, tok, SQLSTATE, SQLERRM);
     END;
 END
 $fn$;
 
-CREATE PROCEDURE app.stale(seconds float8)
+CREATE PROCEDURE app.stale(seconds float8, who int DEFAULT 0)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     deadline timestamptz := clock_timestamp() + make_interval(secs => seconds);
@@ -82,26 +82,26 @@ BEGIN
         -- the last acknowledged token of each writer: equal to its fences
         FOR a IN SELECT DISTINCT ON (writer) writer, n, tok FROM app.acked
                   ORDER BY writer, n DESC LOOP
-            CALL app.stale_try('accounts equal', a.tok,
+            CALL app.stale_try(who, 'accounts equal', a.tok,
                 format('UPDATE app.accounts SET balance = 0, fence = $1 WHERE id = %s', a.writer));
-            CALL app.stale_try('accounts lower', fencing.fence(10, a.n - 1),
+            CALL app.stale_try(who, 'accounts lower', fencing.fence(10, a.n - 1),
                 format('UPDATE app.accounts SET balance = 0, fence = $1 WHERE id = %s', a.writer));
-            CALL app.stale_try('ledger equal', a.tok,
+            CALL app.stale_try(who, 'ledger equal', a.tok,
                 format('INSERT INTO app.ledger (account, amount, fence) VALUES (%L, -1, $1)', 'acct-' || a.writer));
-            CALL app.stale_try('holds lower', fencing.fence(10, a.n - 1),
+            CALL app.stale_try(who, 'holds lower', fencing.fence(10, a.n - 1),
                 format('INSERT INTO app.holds (account, amount, fence) VALUES (%L, -1, $1)', 'acct-' || a.writer));
             IF a.writer = 1 THEN
-                CALL app.stale_try('settings lower', fencing.fence(10, a.n - 1),
+                CALL app.stale_try(who, 'settings lower', fencing.fence(10, a.n - 1),
                     'UPDATE app.settings SET value = $$stale$$, fence = $1 WHERE name = $$mode$$');
-                CALL app.stale_try('events equal', a.tok,
+                CALL app.stale_try(who, 'events equal', a.tok,
                     'INSERT INTO app.events VALUES ($$tw$$, $$eu$$, DATE $$2025-03-02$$, $$stale$$, $1)');
             END IF;
             COMMIT;
         END LOOP;
         -- epoch 1: older than every fence of the fill
-        CALL app.stale_try('accounts epoch 1', '1:999', 'UPDATE app.accounts SET balance = 0, fence = $1 WHERE id = 40');
-        CALL app.stale_try('archive epoch 1', '1:999', 'INSERT INTO app.archive VALUES (3, $1)');
-        CALL app.stale_try('events epoch 1', '1:999',
+        CALL app.stale_try(who, 'accounts epoch 1', '1:999', 'UPDATE app.accounts SET balance = 0, fence = $1 WHERE id = 40');
+        CALL app.stale_try(who, 'archive epoch 1', '1:999', 'INSERT INTO app.archive VALUES (3, $1)');
+        CALL app.stale_try(who, 'events epoch 1', '1:999',
             'INSERT INTO app.events VALUES ($$t1$$, $$us$$, DATE $$2024-07-01$$, $$stale$$, $1)');
         COMMIT;
         PERFORM pg_sleep(0.02);
