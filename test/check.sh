@@ -65,9 +65,9 @@ if [ "$(echo $pg_versions | wc -w)" -gt 1 ]; then
             s && /^Failures:$/ { f = 1; k = 0; next }
             s && /^Known failures/ { k = 1; f = 0; next }
             s && /^$/ { s = 0; f = 0; k = 0 }
-            s && !f && !k && /^  / { print }
-            s && k { sub(/^  /, ""); print "  known failure of PostgreSQL (not counted), on " v ": " $0 }
-            s && f { sub(/^  /, ""); print "  failure on " v ": " $0 }' "$log")
+            s && !f && !k && /^  / { sub(/^  /, ""); print }
+            s && k { sub(/^  /, ""); print "known failure of PostgreSQL (not counted), on " v ": " $0 }
+            s && f { sub(/^  /, ""); print "failure on " v ": " $0 }' "$log")
         lines+=("$(printf 'PostgreSQL %s: %s (%d s)' "$v" "$last" $((SECONDS - t_v)))")
         rm -f "$log"
     done

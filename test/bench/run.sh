@@ -158,8 +158,11 @@ run_variant() {
 $(grep -iE 'aborted|error|fatal' <<<"$out" | head -5)"
         tps=${tps:-0}
     fi
-    # per-script counts and tps, in script order (only with two scripts)
-    mapfile -t per < <(sed -n 's/^ - \([0-9]*\) transactions (.*tps = \([0-9.]*\))/\1 \2/p' <<<"$out")
+    # per-script counts and tps, in script order (only with two scripts);
+    # pgbench 15 prints " - N transactions (... tps = T)", later ones
+    # " - number of transactions actually processed: N (tps = T)"
+    mapfile -t per < <(sed -n -e 's/^ - \([0-9]*\) transactions (.*tps = \([0-9.]*\))/\1 \2/p' \
+        -e 's/^ - number of transactions actually processed: \([0-9]*\) (tps = \([0-9.]*\))/\1 \2/p' <<<"$out")
     if [ "$table" != - ]; then
         local a0 s0 m0 a1 s1 m1 want_acc want_stale
         after=$(table_stats "$table")
