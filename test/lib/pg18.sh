@@ -25,16 +25,21 @@
 FENCING_CACHE=${FENCING_CACHE:-/var/cache/fencing}
 # Bump when the recipe changes in a way the options do not show.
 FENCING_PG18_RECIPE=1
-FENCING_PG18_CONFIGURE=(--enable-debug --enable-tap-tests
-                        --with-openssl --with-icu --without-llvm)
-# Assertions on (the test suites); FENCING_PG18_CASSERT=no gives a second,
-# separately cached build for timing (the benchmark outside smoke mode).
-[ "${FENCING_PG18_CASSERT:-yes}" = no ] || FENCING_PG18_CONFIGURE=(--enable-cassert "${FENCING_PG18_CONFIGURE[@]}")
 FENCING_PG18_CFLAGS="-O2 -fno-omit-frame-pointer"
 FENCING_PG18_SOURCES=/etc/apt/sources.list.d/fencing-pg18-src.sources
 
+# The configure options, into FENCING_PG18_CONFIGURE: assertions on (the
+# test suites), unless FENCING_PG18_CASSERT=no, which gives a second,
+# separately cached build for timing (the benchmark outside smoke mode).
+fencing_pg18_configure() {
+    FENCING_PG18_CONFIGURE=(--enable-debug --enable-tap-tests
+                            --with-openssl --with-icu --without-llvm)
+    [ "${FENCING_PG18_CASSERT:-yes}" = no ] || FENCING_PG18_CONFIGURE=(--enable-cassert "${FENCING_PG18_CONFIGURE[@]}")
+}
+
 # The short hash of everything that decides what the build is.
 fencing_pg18_recipe_hash() {
+    fencing_pg18_configure
     printf '%s\n' "$FENCING_PG18_RECIPE" "${FENCING_PG18_CONFIGURE[@]}" "$FENCING_PG18_CFLAGS" \
         | sha256sum | cut -c1-10
 }
