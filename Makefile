@@ -29,7 +29,7 @@ REGRESS_CORE = fence_type fence_input advance
 
 REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass guard_ddl
 
-REGRESS_STATS = stats
+REGRESS_STATS = stats stats_forget
 
 REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
 
