@@ -33,7 +33,7 @@ REGRESS_STATS = stats stats_forget
 
 REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
 
-REGRESS_LEASE = lease guard_lease
+REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE)
 REGRESS_OPTS = --load-extension=fencing
