@@ -768,8 +768,8 @@ fencing_lease_acquire(PG_FUNCTION_ARGS)
 		}
 		token = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 							  &isnull);
-		/* out of SPI's memory before SPI_finish() frees it */
-		result = palloc(sizeof(Fence));
+		/* in the caller's memory: SPI_finish() frees SPI's */
+		result = (Fence *) SPI_palloc(sizeof(Fence));
 		memcpy(result, DatumGetFenceP(token), sizeof(Fence));
 		break;
 	}
