@@ -684,6 +684,7 @@ fencing_ddl_guard_start(PG_FUNCTION_ARGS)
 	if (FencingDdlGuardSuspended)
 		PG_RETURN_NULL();
 	trigdata = (EventTriggerData *) fcinfo->context;
+	FencingCitusDdlGuardStart(trigdata->parsetree);	/* citus: shards (citus.c) */
 
 	switch (nodeTag(trigdata->parsetree))
 	{

@@ -251,9 +251,11 @@ InstallTriggers(Oid relid, void *arg)
 	ListCell   *lc;
 
 	DropTrigger(relid, FENCING_GUARD_TRIGGER);
+	/* citus: a distributed table's guard carries its settings (citus.c) */
 	RunSql(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
 					" BEFORE INSERT OR UPDATE OR DELETE ON %s"
-					" FOR EACH ROW EXECUTE FUNCTION fencing.guard()", qname),
+					" FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)", qname,
+					FencingCitusGuardArgs(relid)),
 		   SPI_OK_UTILITY);
 
 	/*
@@ -271,9 +273,11 @@ InstallTriggers(Oid relid, void *arg)
 						" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 						qpart),
 			   SPI_OK_UTILITY);
-		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER
-						", ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER, qpart),
-			   SPI_OK_UTILITY);
+		/* citus: one trigger per ALTER TABLE, as Citus requires */
+		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+						qpart), SPI_OK_UTILITY);
+		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+						qpart), SPI_OK_UTILITY);
 	}
 }
 
@@ -296,6 +300,9 @@ RemoveTriggers(Oid relid, void *arg)
 void
 RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 {
+	/* citus: Citus refuses trigger DDL on its tables unless told (citus.c) */
+	int			citus_level = FencingCitusBeginTriggerDdl(relid);
+
 	FencingDdlGuardSuspended = true;
 	PG_TRY();
 	{
@@ -306,6 +313,7 @@ RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 		FencingDdlGuardSuspended = false;
 	}
 	PG_END_TRY();
+	FencingCitusEndTriggerDdl(citus_level); /* citus */
 }
 
 /*
@@ -508,6 +516,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 	}
 
 	tree = RelationTree(rel);
+
+	/* citus: refuse what cannot hold across shards (citus.c) */
+	FencingCitusCheckProtect(rel, fence_column, nkeys, keynames, strict, scope_name, lease);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
