@@ -57,7 +57,7 @@ COMMENT ON FUNCTION @extschema@.citus_ddl_end() IS
     'event trigger: keeps the TRUNCATE guard of each shard of a protected Citus table in line with its row guard';
 
 CREATE EVENT TRIGGER fencing_citus_ddl_end ON ddl_command_end
-    WHEN TAG IN ('CREATE TRIGGER', 'DROP TRIGGER')
+    WHEN TAG IN ('CREATE TRIGGER', 'DROP TRIGGER', 'CREATE TABLE', 'ALTER TABLE')
     EXECUTE FUNCTION @extschema@.citus_ddl_end();
 -- fire with session_replication_role = replica too
 ALTER EVENT TRIGGER fencing_citus_ddl_end ENABLE ALWAYS;

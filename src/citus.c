@@ -1059,12 +1059,57 @@ SyncShardTruncateGuard(Oid relid)
 }
 
 /*
+ * A partition created under a protected distributed table gets the guard's
+ * TRUNCATE trigger (ddl_guard.c) just before Citus distributes it, which
+ * Citus refuses for a table with triggers unless citus.enable_unsafe_triggers
+ * is on: say so, rather than let Citus ask to drop the triggers.
+ */
+static void
+CheckNewPartitionOfCitusTable(RangeVar *parent_rv)
+{
+	Oid			parent = RangeVarGetRelid(parent_rv, NoLock, true);
+	const char *unsafe;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	bool		protected;
+	int			rc;
+
+	if (!OidIsValid(parent) || !IsCitusTable(parent))
+		return;
+	unsafe = GetConfigOption("citus.enable_unsafe_triggers", true, false);
+	if (unsafe != NULL && strcmp(unsafe, "on") == 0)
+		return;
+
+	/* the parent, or the root it is a partition of, protected */
+	values[0] = ObjectIdGetDatum(get_rel_relispartition(parent) ?
+								 llast_oid(get_partition_ancestors(parent)) : parent);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT 1 FROM fencing.protected p "
+							   "WHERE p.relid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+							   1, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	protected = SPI_processed > 0;
+	SPI_finish();
+	if (!protected)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("creating a partition of protected distributed table \"%s\" needs citus.enable_unsafe_triggers",
+					get_rel_name(parent)),
+			 errdetail("The partition gets the fencing triggers, and Citus distributes a table with triggers only when citus.enable_unsafe_triggers is on."),
+			 errhint("SET citus.enable_unsafe_triggers = on for this command.")));
+}
+
+/*
  * fencing.citus_ddl_end(): the ddl_command_end event trigger of CREATE and
- * DROP TRIGGER.  When the guard row trigger is created on a shard
+ * DROP TRIGGER, CREATE TABLE and ALTER TABLE.  When the guard row trigger is created on a shard
  * (protect(), or a placement Citus creates), give the shard its TRUNCATE
  * guard; when it is dropped (unprotect()), take the shard's TRUNCATE guards
- * away.  Nothing to do where Citus is absent or on a table that is not a
- * shard.
+ * away; when a partition joins a shard (and so the guard's clone), give it
+ * the TRUNCATE guard too.  Nothing to do where Citus is absent or on a table
+ * that is not a shard.
  */
 Datum
 fencing_citus_ddl_end(PG_FUNCTION_ARGS)
@@ -1080,14 +1125,33 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 				 errmsg("function \"%s\" was not called by the event trigger manager",
 						"citus_ddl_end")));
 	parsetree = ((EventTriggerData *) fcinfo->context)->parsetree;
+	/* our own trigger DDL below fires this event trigger too */
+	if (in_truncate_sync)
+		PG_RETURN_NULL();
 	if (IsA(parsetree, CreateTrigStmt))
 		rv = ((CreateTrigStmt *) parsetree)->relation;
 	else if (IsA(parsetree, DropStmt) &&
 			 ((DropStmt *) parsetree)->removeType == OBJECT_TRIGGER &&
 			 list_length(((DropStmt *) parsetree)->objects) == 1)
 		rv = TriggerRelation(linitial(((DropStmt *) parsetree)->objects));
-	/* our own trigger DDL below fires this event trigger too */
-	if (rv == NULL || in_truncate_sync || !CitusPresent())
+	else if (IsA(parsetree, AlterTableStmt))
+	{
+		ListCell   *lc;
+
+		/* a partition attached to a shard gets the guard's clone */
+		foreach(lc, ((AlterTableStmt *) parsetree)->cmds)
+			if (lfirst_node(AlterTableCmd, lc)->subtype == AT_AttachPartition)
+				rv = ((AlterTableStmt *) parsetree)->relation;
+	}
+	else if (IsA(parsetree, CreateStmt) &&
+			 ((CreateStmt *) parsetree)->partbound != NULL &&
+			 list_length(((CreateStmt *) parsetree)->inhRelations) == 1)
+	{
+		rv = linitial_node(RangeVar, ((CreateStmt *) parsetree)->inhRelations);
+		if (CitusPresent())
+			CheckNewPartitionOfCitusTable(rv);
+	}
+	if (rv == NULL || !CitusPresent())
 		PG_RETURN_NULL();
 	relid = RangeVarGetRelid(rv, NoLock, true);
 	if (!OidIsValid(relid) || !OidIsValid(CitusShardOf(relid)))

@@ -808,8 +808,11 @@ GuardPartitions(Oid parent, Protection *p)
 							" BEFORE TRUNCATE ON %s"
 							" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 							QualifiedName(part)));
-		RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER
-						", ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+		/* citus: one trigger per ALTER TABLE, as Citus requires */
+		if (guard != TRIGGER_FIRES_ALWAYS)
+			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+							QualifiedName(part)));
+		RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
 						QualifiedName(part)));
 		FencingRestoreUser(&saved);
 	}

@@ -273,9 +273,14 @@ InstallTriggers(Oid relid, void *arg)
 						" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 						qpart),
 			   SPI_OK_UTILITY);
-		/* citus: one trigger per ALTER TABLE, as Citus requires */
-		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
-						qpart), SPI_OK_UTILITY);
+		/*
+		 * citus: one trigger per ALTER TABLE, as Citus requires; and a
+		 * partition's guard is a clone, enabled with its parent's, which
+		 * Citus would look for under another name on the shards.
+		 */
+		if (lfirst_oid(lc) == relid || FencingCitusGuardArgs(relid)[0] == '\0')
+			RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+							qpart), SPI_OK_UTILITY);
 		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
 						qpart), SPI_OK_UTILITY);
 	}

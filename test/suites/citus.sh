@@ -291,6 +291,44 @@ out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "TRUNCATE $sh7
 like "$out" "ERROR:  SF002: cannot truncate protected table \"$sh7\"" "TRUNCATE of a shard on its worker is refused (SF002)"
 is "$(q coord "SELECT count(*) FROM accounts")" "44" "... 44 rows still"
 
+# --- a distributed partitioned table: every partition's shards, and a
+# partition created later
+q coord "SET citus.shard_count = 4" \
+    "CREATE TABLE events (id bigint, day date, v int, fence fencing.fence, PRIMARY KEY (id, day)) PARTITION BY RANGE (day)" \
+    "CREATE TABLE events_jan PARTITION OF events FOR VALUES FROM ('2024-01-01') TO ('2024-02-01')" \
+    "SELECT create_distributed_table('events', 'id', colocate_with => 'none')" \
+    "INSERT INTO events VALUES (1, '2024-01-05', 0, '5:0'), (2, '2024-01-06', 0, '5:0')" >/dev/null
+out=$(q coord "SELECT fencing.protect('events')" 2>&1)
+is "$out" "" "protect() on a distributed partitioned table"
+is "$(guard_census events_jan)" "4 4 4" "... every shard of its partition has both guards"
+out=$(qerr coord "UPDATE events SET v = 1, fence = '4:0' WHERE id = 1")
+like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "events_jan_[0-9]+"' "partitioned: a stale write to a partition's shard is refused"
+out=$(q coord "UPDATE events SET v = 1, fence = '6:0' WHERE id = 1" 2>&1)
+is "$out" "" "partitioned: a fresh write is accepted"
+out=$(qerr coord "CREATE TABLE events_feb PARTITION OF events FOR VALUES FROM ('2024-02-01') TO ('2024-03-01')")
+like "$out" 'ERROR:  55000: creating a partition of protected distributed table "events" needs citus.enable_unsafe_triggers' \
+    "partitioned: a new partition needs citus.enable_unsafe_triggers, and says so"
+q coord "SET citus.enable_unsafe_triggers = on" \
+    "CREATE TABLE events_feb PARTITION OF events FOR VALUES FROM ('2024-02-01') TO ('2024-03-01')" \
+    "INSERT INTO events VALUES (3, '2024-02-03', 0, '5:0')" >/dev/null
+is "$(guard_census events_feb)" "4 4 4" "partitioned: a partition created later has both guards on every shard"
+out=$(qerr coord "UPDATE events SET v = 1, fence = '4:0' WHERE id = 3")
+like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "events_feb_[0-9]+"' "partitioned: a stale write to the new partition is refused"
+out=$(qerr coord "TRUNCATE events_feb")
+like "$out" 'ERROR:  SF002: cannot truncate' "partitioned: TRUNCATE of a partition is refused"
+sf=$(q coord "SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'events_feb'::regclass ORDER BY shardid LIMIT 1")
+out=$(qerr "$(node_name_by_port "$(node_of_shard "$sf")")" "SET citus.enable_manual_changes_to_shards = on" "TRUNCATE $(q coord "SELECT shard_name('events_feb', $sf)")")
+like "$out" 'ERROR:  SF002: cannot truncate' "partitioned: TRUNCATE of a partition's shard on its worker is refused"
+q coord "CREATE TABLE events_mar (LIKE events)" \
+    "SELECT create_distributed_table('events_mar', 'id', colocate_with => 'events')" \
+    "INSERT INTO events_mar VALUES (4, '2024-03-03', 0, '5:0')" >/dev/null
+out=$(q coord "SET citus.enable_unsafe_triggers = on" "ALTER TABLE events ATTACH PARTITION events_mar FOR VALUES FROM ('2024-03-01') TO ('2024-04-01')" 2>&1)
+is "$out" "" "partitioned: ATTACH PARTITION of a distributed table"
+is "$(guard_census events_mar)" "4 4 4" "... its shards get both guards"
+out=$(qerr coord "UPDATE events SET v = 1, fence = '4:0' WHERE id = 4")
+like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "events_mar_[0-9]+"' "partitioned: a stale write to the attached partition is refused"
+is "$(q coord "SELECT count(*) FROM events")" "4" "partitioned: 4 rows"
+
 # --- shards that move, split, or land on a new node
 old_node=$n7
 new_node=$([ "$old_node" = w1 ] && echo w2 || echo w1)
@@ -439,8 +477,8 @@ out=$(qerr coord "UPDATE accounts SET fence = '1:0' WHERE id = 1")
 stale "$out" "... and still refuses stale writes"
 
 # --- unprotect() leaves nothing behind on any node
-out=$(q coord "SELECT fencing.unprotect('accounts')" "SELECT fencing.unprotect('rates')" 2>&1)
-is "$out" "" "unprotect() of the distributed and the reference table"
+out=$(q coord "SELECT fencing.unprotect('accounts')" "SELECT fencing.unprotect('rates')" "SELECT fencing.unprotect('events')" 2>&1)
+is "$out" "" "unprotect() of the distributed, the reference and the partitioned table"
 q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
 left=$(for node in coord w1 w2 w3; do
     q $node "SELECT count(*) FROM pg_trigger WHERE tgfoid IN ('fencing.guard'::regproc, 'fencing.guard_truncate'::regproc)
@@ -448,7 +486,7 @@ left=$(for node in coord w1 w2 w3; do
 done | tr '\n' ' ')
 is "$left" "0 0 0 0 " "no fencing trigger left on any node (shells and shards)"
 is "$(q coord "SELECT count(*) FROM fencing.protected WHERE relid::text <> 'local_ledger'")" "0" "fencing.protected forgets them"
-out=$(q coord "UPDATE accounts SET balance = 0, fence = '1:0' WHERE id = 1" "TRUNCATE rates" 2>&1)
+out=$(q coord "UPDATE accounts SET balance = 0, fence = '1:0' WHERE id = 1" "TRUNCATE rates" "TRUNCATE events" 2>&1)
 is "$out" "" "writes with old tokens and TRUNCATE go through again"
 out=$(q coord "SELECT fencing.protect('accounts')" 2>&1)
 is "$(guard_census accounts)" "5 5 5" "protect() again guards every shard again"
