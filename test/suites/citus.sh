@@ -33,7 +33,14 @@ cache=$(fencing_citus_build "$tarball") || fencing_die "cannot build Citus from 
 fencing_log "Citus from $cache ($(sed -n 's/^build_seconds //p' "$cache/BUILT")s to build; $(($(date +%s) - t0))s this run)"
 fencing_citus_install "$cache"
 
-trap fencing_cleanup EXIT
+# stop our servers; the scratch directory is test/check.sh's to remove
+citus_cleanup() {
+    local d
+    for d in "${FENCING_CLUSTERS[@]}"; do
+        fencing_cluster_stop "$d"
+    done
+}
+trap citus_cleanup EXIT
 
 # --- the cluster: a coordinator and two workers; w3 joins for the rebalance
 declare -A PORT
