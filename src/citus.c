@@ -73,67 +73,75 @@
  * Key scope on Citus: the design (round 2, on the typed scope storage)
  * --------------------------------------------------------------------
  * 1. Storage, distributed co-located.  protect(tbl, key_columns => K)
- *    on a hash-distributed table whose distribution column d is in K
- *    creates the scope's storage table as on one server (K's columns with
- *    tbl's key types and collations, the unique index on K NULLS NOT
- *    DISTINCT, the fence column, the registry row scope_name -> storage,
- *    owner), then distributes it, as the extension owner, co-located:
- *        SELECT create_distributed_table(storage, c, colocate_with => tbl)
- *    where c is the storage column at d's position in K.  Citus requires
- *    co-located distribution columns of one type (and collation): c has
- *    d's type by construction.  Same shard count, same hash ranges, same
- *    nodes; Citus moves, splits and rebalances a colocation group as a
- *    whole, so each key's fence stays on the node of the key's rows
- *    before, during and after every move.  The storage gets a replica
- *    identity (USING INDEX when every key column of tbl is NOT NULL, else
- *    FULL) so that Citus' default, logical-replication shard transfer can
- *    move the group.  Existing rows seed it with a co-located
- *    INSERT INTO storage SELECT K, fencing.max(fence) FROM tbl GROUP BY K,
- *    which Citus pushes down to each pair of shards.  A second table
- *    joining the scope must be hash-distributed and co-located with the
- *    storage (same colocationid), with its distribution column at the same
- *    position of its key columns and the same key types; otherwise 0A000
- *    (the co-location part is enforced already, CheckScopeColocation).
- *    Single-shard tables (schema-based sharding) co-locate their storage
- *    as a single-shard table, with any key columns; reference tables keep
- *    row scope only.
+ *    on a hash-distributed table whose distribution column d is the i-th
+ *    of K creates the scope's storage as on one server (scope_storage.c:
+ *    fencing.scope_<n> with columns key_1..key_k of K's types and
+ *    collations, fence, the unique index scope_<n>_key NULLS NOT DISTINCT,
+ *    the registry row in fencing.scope_storage), grants included, and
+ *    then, still as the extension owner, distributes it co-located:
+ *        SELECT create_distributed_table('fencing.scope_<n>', 'key_<i>',
+ *                                        colocate_with => '<tbl>')
+ *    (one call from ScopeStorageFor() into this file).  Citus requires
+ *    co-located distribution columns of one type and collation: key_<i>
+ *    has d's by construction; its unique index includes key_<i>, as Citus
+ *    requires; d is never NULL (Citus refuses it), so neither is key_<i>.
+ *    Same shard count, same hash ranges, same nodes.  Citus moves, splits
+ *    and rebalances a colocation group as a whole, so each key's fence
+ *    stays on the node of the key's rows before, during and after every
+ *    move.  The storage gets REPLICA IDENTITY FULL (its key columns may be
+ *    NULL, so no index qualifies) so that Citus' default, logical
+ *    replication shard transfer can move the group.  Existing rows seed it
+ *    with a co-located INSERT INTO storage SELECT K, fencing.max(fence)
+ *    FROM tbl GROUP BY K, which Citus pushes down to each pair of shards.
+ *    A second table joining the scope must be hash-distributed, co-located
+ *    with the storage (same colocationid) and have its distribution column
+ *    at the same position i of its key columns (the types already must
+ *    match, 42804); otherwise 0A000 (the co-location part is enforced now,
+ *    CheckScopeColocation).  fencing.reset_scope() drops a distributed
+ *    storage, shards and all.  Single-shard tables (schema-based sharding)
+ *    co-locate their storage as a single-shard table, any key columns;
+ *    reference tables keep row scope only.
  *
  * 2. The guard on a worker finds the co-located storage shard.  The guard
- *    trigger's arguments gain 'keys=...', 'scope=...' and
- *    'storage=<qualified storage table>', so every shard, including those
- *    created later, knows its scope without the coordinator.  Firing on
- *    shard ledger_102008, the guard takes its shard id from its relation
- *    (confirmed in pg_dist_shard, which Citus syncs to every node), and the
+ *    trigger's arguments gain one 'key=<column>' per key column, in order,
+ *    'scope=<scope_name>' and 'storage=fencing.scope_<n>', so every shard,
+ *    including those created later, knows its scope without the
+ *    coordinator's registry.  Firing on shard ledger_102008, the guard
+ *    takes its shard id from its relation (confirmed in pg_dist_shard,
+ *    which Citus syncs to every node, as CitusShardOf does now) and the
  *    storage shard with the same hash range:
  *        SELECT s.shardid FROM pg_dist_shard s, pg_dist_shard me
  *        WHERE me.shardid = $1 AND s.logicalrelid = $storage
  *          AND s.shardminvalue = me.shardminvalue
  *    (co-located shards keep identical ranges: a split splits the whole
- *    group), then its local relation, shard_name(storage, shardid), which
- *    must exist on this node (co-location guarantees it; if it does not,
- *    the guard fails closed with SF005).  The storage shard's relid is
- *    cached in the shard's guard config: a placement that moves is a new
- *    relation on its new node, so the cache never outlives it.  The check
- *    and advance then run on that local table exactly as on one server
- *    (scopes.c's storage API given a storage relid), through its unique
- *    index, in the worker's part of the distributed transaction, and
- *    commit with the write by Citus' two-phase commit.  The guard writes
- *    the storage shard itself, never the distributed storage table: a
- *    query on a shard cannot start a distributed query.
+ *    group), then its local relation fencing.scope_<n>_<shardid>
+ *    (shard_name()), which must exist on this node: co-location
+ *    guarantees it; if it does not, the guard fails closed with SF005.
+ *    That relation goes into cfg->scope through a variant of
+ *    ScopeStorageOpen() that takes the storage relation instead of reading
+ *    the registry (the registry lives on the coordinator); its unique
+ *    index is the shard's copy of scope_<n>_key.  The cache is the shard's
+ *    guard config: a placement that moves is a new relation on its new
+ *    node, so it never outlives the placement it describes.  From there
+ *    the check and advance are the one-server code, unchanged, on that
+ *    local table, in the worker's part of the distributed transaction,
+ *    committed with the write by Citus' two-phase commit.  The guard
+ *    writes the storage shard itself, never the distributed storage table:
+ *    a query on a shard cannot start a distributed query.
  *
  * 3. The first write of a new key.  No row yet in the storage shard: the
- *    guard inserts one (INSERT ... ON CONFLICT on the unique index, as on
- *    one server), so two sessions racing on a new key meet on the unique
- *    index entry in the one storage shard that covers the key: the second
- *    waits for the first's (distributed) transaction and then compares
- *    against its committed fence.  After a move, the first write on the
- *    new node finds the fence that moved with the storage shard.  During a
- *    logical-replication move the source stays writable until cut-over;
- *    the storage shard replicates like the table's, and on the target the
- *    guard fires for the apply worker only to advance fences
- *    (FollowReplicatedWrite), which is idempotent.  Citus creates a new
- *    placement's triggers after copying its rows, so the copy itself is
- *    not checked.
+ *    guard inserts one through the unique index, as on one server, so two
+ *    sessions racing on a new key meet on that index entry in the one
+ *    storage shard that covers the key: the second waits for the first's
+ *    distributed transaction and then compares against its committed
+ *    fence.  After a move, the first write on the new node finds the fence
+ *    that moved with the storage shard.  During a logical-replication move
+ *    the source stays writable until cut-over; the storage shard
+ *    replicates like the table's, and on the target the guard fires for
+ *    the apply worker only to advance fences (FollowReplicatedWrite), which
+ *    never lowers one.  Citus creates a new placement's triggers after
+ *    copying its rows, so the copy itself is not checked.  Citus refuses
+ *    an UPDATE of the distribution column, so a row never changes shard.
  *
  *-------------------------------------------------------------------------
  */
