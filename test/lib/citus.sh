@@ -62,7 +62,7 @@ fencing_citus_deps() {
                 flex bison util-linux)
     local missing=() p
     for p in "${pkgs[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+        [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] \
             || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0

@@ -110,7 +110,8 @@ is() {
 }
 like() {
     local got=$1 pattern=$2 name=$3
-    if printf '%s' "$got" | grep -qE -- "$pattern"; then
+    # not a pipe into grep -q: under pipefail the writer's SIGPIPE would fail it
+    if grep -qE -- "$pattern" <<<"$got"; then
         ok 0 "$name"
     else
         ok 1 "$name"
@@ -286,6 +287,11 @@ for ddl in "ALTER TABLE $sh7 DISABLE TRIGGER $sg" \
     out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "$ddl")
     like "$out" 'ERROR:  SF005:' "SF005 on shard $sh7 on its worker: ${ddl:0:90}"
 done
+# run_command_on_placements() reaches the shards through Citus' connections
+# too, but as a user's command: checked on every worker
+out=$(q coord "SELECT count(*) FILTER (WHERE NOT success), count(*) FILTER (WHERE result LIKE '%cannot disable trigger%of protected shard%')
+               FROM run_command_on_placements('accounts', 'ALTER TABLE %s DISABLE TRIGGER ALL')")
+is "$out" "4|4" "run_command_on_placements() disabling the guard: refused on every shard"
 like "$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "ALTER TABLE $sh7 DISABLE TRIGGER $sg")" \
     "HINT:  Call fencing.unprotect\('public.accounts'\) on the coordinator first." "... the HINT names the distributed table"
 out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "UPDATE $sh7 SET fence = '1:0' WHERE id = 7")
