@@ -507,6 +507,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 				 SPI_result_code_string(rc));
 	}
 	FencingRestoreUser(&saved);
+	FencingStatsForget(relid);
 
 	SPI_finish();
 	InvalidateTree(tree);
