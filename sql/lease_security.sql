@@ -131,6 +131,28 @@ SELECT pg_temp.masked(pg_temp.outcome(format('UPDATE sec_jobs SET state = %L, fe
 RESET ROLE;
 SELECT id, state FROM sec_jobs;
 
+-- A table follows only the leases of roles its owner acts for.  Else an
+-- attacker could protect a table of its own with the owner's lease and
+-- learn, from which of its writes are accepted, the lease's current token.
+CREATE SCHEMA sec_attacker AUTHORIZATION regress_lease_attacker;
+SET ROLE regress_lease_attacker;
+CREATE TABLE sec_attacker.probe (id int PRIMARY KEY, fence fencing.fence);
+INSERT INTO sec_attacker.probe VALUES (1, NULL);
+SELECT pg_temp.outcome($$SELECT fencing.protect('sec_attacker.probe', lease => 'sec-orders')$$);
+-- a lease not acquired yet may be named, and is refused once it is
+SELECT fencing.protect('sec_attacker.probe', lease => 'sec-later');
+RESET ROLE;
+SET ROLE regress_lease_owner;
+SELECT lease_acquire('sec-later', 'worker-a', '1 hour') AS t3 \gset
+RESET ROLE;
+SET ROLE regress_lease_attacker;
+-- the right token and a wrong one get the same answer, which names no token
+SELECT pg_temp.outcome(format('UPDATE sec_attacker.probe SET fence = %L WHERE id = 1', :'t3')) AS right_token;
+SELECT pg_temp.outcome($$UPDATE sec_attacker.probe SET fence = '0:1' WHERE id = 1$$) AS wrong_token;
+SELECT fencing.unprotect('sec_attacker.probe');
+RESET ROLE;
+DROP SCHEMA sec_attacker CASCADE;
+
 -- Squatting: a name belongs to whoever acquired it first.  The attacker
 -- takes a name the application will want; the application gets 42501 with
 -- the remedy, and the extension's owner hands the name over.

@@ -127,6 +127,7 @@ typedef struct GuardConfig
 	bool		legacy_scopes;	/* extension objects still at 1.0 */
 	FmgrInfo   *key_out;		/* 1.0: output functions of the key columns */
 	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
+	Oid			table_owner;	/* owner of protected_relid, for the lease */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
 } GuardConfig;
 
@@ -235,7 +236,8 @@ extern void FencingStatsForget(Oid relid);
  * lease.c: the guard's check of a table protected with a lease.
  * ReportLeaseLost() also counts the rejection in fencing.lease_stats.
  */
-extern bool LeaseHeldWith(const char *lease, const Fence *token);
+extern bool LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner);
+extern void CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel);
 extern void ReportLeaseLost(const char *lease, const Fence *token,
 							Relation rel) pg_attribute_noreturn();
 

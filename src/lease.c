@@ -81,6 +81,8 @@ PG_FUNCTION_INFO_V1(fencing_lease_check);
 /* The saved plan that reads one lease, for the guard */
 static SPIPlanPtr lease_plan = NULL;
 
+static void ReportForeignLease(const char *lease, Relation rel);
+
 /*
  * What the guard last read of a lease, reused for the other rows of the
  * same command of the same transaction (a bulk INSERT or COPY reads the
@@ -96,7 +98,11 @@ static struct
 	bool		granted;		/* ... and a token */
 	Fence		token;
 	TimestampTz expires_at;
+	Oid			owner;			/* the lease's owner (InvalidOid: 1.0) */
+	Oid			table_owner;	/* the protected table's owner, and */
+	bool		foreign;		/* ... it does not act for the lease's */
 } lease_cache = {false};
+static bool lease_plan_has_owner = false;
 
 /* The statements of the lease functions, prepared once per backend */
 typedef enum LeaseQuery
@@ -190,12 +196,6 @@ typedef struct LeaseRow
 	TimestampTz expires_at;
 } LeaseRow;
 
-#if PG_VERSION_NUM >= 170000
-#define MyLocalTransactionId()	(MyProc->vxid.lxid)
-#else
-#define MyLocalTransactionId()	(MyProc->lxid)
-#endif
-
 /*
  * The timeline this server writes WAL on; on a standby, the timeline it
  * replays.
@@ -238,31 +238,51 @@ fencing_server_timeline(PG_FUNCTION_ARGS)
 													  values, nulls)));
 }
 
-/* Read lease name from fencing.leases into lease_cache, as the owner. */
+/* Does fencing.leases have its 1.1 owner column? */
+static bool
+LeasesHaveOwner(void)
+{
+	Oid			relid = get_relname_relid("leases", FencingSchemaOid());
+
+	return OidIsValid(relid) && get_attnum(relid, "owner") != InvalidAttrNumber;
+}
+
+/*
+ * Read lease name from fencing.leases into lease_cache, as the extension
+ * owner, for a table owned by table_owner.
+ */
 static void
-ReadLease(const char *name)
+ReadLease(const char *name, Oid table_owner)
 {
 	FencingSavedUser saved;
 	Datum		args[1];
+	bool		has_owner = LeasesHaveOwner();
 	int			rc;
 
 	lease_cache.valid = false;
 	FencingBecomeOwner(&saved);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (lease_plan == NULL)
+	if (lease_plan == NULL || lease_plan_has_owner != has_owner)
 	{
 		Oid			argtypes[1] = {TEXTOID};
 		SPIPlanPtr	plan;
 
+		if (lease_plan != NULL)
+			SPI_freeplan(lease_plan);
+		lease_plan = NULL;
 		/* a unique-index lookup: no generic plan can be worse */
-		plan = SPI_prepare("SELECT token, expires_at FROM fencing.leases "
+		plan = SPI_prepare(has_owner ?
+						   "SELECT token, expires_at, owner::pg_catalog.oid FROM fencing.leases "
+						   "WHERE name OPERATOR(pg_catalog.=) $1" :
+						   "SELECT token, expires_at FROM fencing.leases "
 						   "WHERE name OPERATOR(pg_catalog.=) $1",
 						   1, argtypes);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 		SPI_keepplan(plan);
 		lease_plan = plan;
+		lease_plan_has_owner = has_owner;
 	}
 
 	args[0] = CStringGetTextDatum(name);
@@ -271,15 +291,24 @@ ReadLease(const char *name)
 		elog(ERROR, "could not read fencing.leases: %s", SPI_result_code_string(rc));
 	lease_cache.found = SPI_processed > 0;
 	lease_cache.granted = false;
+	lease_cache.owner = InvalidOid;
 	if (lease_cache.found)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		token_null;
 		bool		expires_null;
+		bool		owner_null = true;
 		Datum		token = SPI_getbinval(tup, desc, 1, &token_null);
 		Datum		expires = SPI_getbinval(tup, desc, 2, &expires_null);
 
+		if (has_owner)
+		{
+			Datum		owner = SPI_getbinval(tup, desc, 3, &owner_null);
+
+			if (!owner_null)
+				lease_cache.owner = DatumGetObjectId(owner);
+		}
 		if (!token_null && !expires_null)
 		{
 			lease_cache.granted = true;
@@ -290,7 +319,16 @@ ReadLease(const char *name)
 	SPI_finish();
 	FencingRestoreUser(&saved);
 
-	lease_cache.lxid = MyLocalTransactionId();
+	/*
+	 * A table follows only the leases of roles its owner acts for: else its
+	 * owner could protect it with another role's lease name and learn from
+	 * its writes, accepted or not, which token is that lease's current one.
+	 */
+	lease_cache.table_owner = table_owner;
+	lease_cache.foreign = OidIsValid(lease_cache.owner) &&
+		!is_member_of_role(table_owner, lease_cache.owner);
+
+	lease_cache.lxid = CurrentLocalTransactionId();
 	lease_cache.cid = GetCurrentCommandId(false);
 	strlcpy(lease_cache.name, name, sizeof(lease_cache.name));
 	lease_cache.valid = strlen(name) < sizeof(lease_cache.name);
@@ -298,21 +336,36 @@ ReadLease(const char *name)
 
 /*
  * The guard's check of a table protected with a lease: is token the
- * lease's current token, and the lease live?  The clock is read on every
- * row.
+ * lease's current token, and the lease live, and does the table's owner
+ * act for the lease's owner?  The clock is read on every row.
  */
 bool
-LeaseHeldWith(const char *lease, const Fence *token)
+LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner)
 {
 	if (!lease_cache.valid ||
-		lease_cache.lxid != MyLocalTransactionId() ||
+		lease_cache.lxid != CurrentLocalTransactionId() ||
 		lease_cache.cid != GetCurrentCommandId(false) ||
+		lease_cache.table_owner != table_owner ||
 		strcmp(lease_cache.name, lease) != 0)
-		ReadLease(lease);
+		ReadLease(lease, table_owner);
 
-	return lease_cache.granted &&
+	return !lease_cache.foreign && lease_cache.granted &&
 		FenceCmp(&lease_cache.token, token) == 0 &&
 		lease_cache.expires_at > GetCurrentTimestamp();
+}
+
+/*
+ * protect(..., lease => name): a table may follow only a lease of a role
+ * its owner acts for (42501).  A lease not acquired yet is checked when
+ * the guard first reads it.
+ */
+void
+CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel)
+{
+	ReadLease(lease, table_owner);
+	lease_cache.valid = false;	/* read again by the guard, in its command */
+	if (lease_cache.foreign)
+		ReportForeignLease(lease, rel);
 }
 
 /*
@@ -375,6 +428,26 @@ ReadLeaseForReport(const char *name, TimestampTz *granted_at,
 }
 
 /*
+ * Raise 42501: rel's owner does not act for the owner of the lease that
+ * rel is protected with.  Says nothing of the lease's token or state.
+ */
+static void
+ReportForeignLease(const char *lease, Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for lease \"%s\" of table \"%s\"",
+					lease, RelationGetRelationName(rel)),
+			 errdetail("The lease belongs to role \"%s\", which the owner of the table, role \"%s\", is not a member of.",
+					   GetUserNameFromId(lease_cache.owner, true) ?
+					   GetUserNameFromId(lease_cache.owner, true) : "?",
+					   GetUserNameFromId(lease_cache.table_owner, true) ?
+					   GetUserNameFromId(lease_cache.table_owner, true) : "?"),
+			 errhint("Protect the table with a lease of its owner's, or grant the lease's owner role to the table's owner."),
+			 errtable(rel)));
+}
+
+/*
  * Raise SF001 for a write whose token does not hold the lease, naming the
  * lease's current token (to roles that may see it) and expiry, as
  * LeaseHeldWith() last read them.  Counts the rejection, and the end of
@@ -389,6 +462,8 @@ ReportLeaseLost(const char *lease, const Fence *token, Relation rel)
 	bool		live;
 
 	FencingStatsCountLease(FENCING_LEASE_REJECTED);
+	if (lease_cache.foreign)
+		ReportForeignLease(lease, rel);
 	if (lease_cache.granted)
 	{
 		ReadLeaseForReport(lease, &granted_at, &show_token);
