@@ -31,6 +31,18 @@ FENCING_PGVERSIONS="15 18"      # the servers every suite runs on
 FENCING_CLUSTERS=()
 . "$(dirname "${BASH_SOURCE[0]}")/pg18.sh"
 
+# The bindir of the chosen server's own installation (not the private
+# copy): Debian's for 15, the cached build for 18 (known once
+# fencing_pg18_install has run, in this process or the one that started it).
+fencing_sys_bindir() {
+    case $FENCING_PGVER in
+    18) FENCING_SYS_BINDIR=${FENCING_PG18_PREFIX:+$FENCING_PG18_PREFIX/bin} ;;
+    *) FENCING_SYS_BINDIR=/usr/lib/postgresql/$FENCING_PGVER/bin ;;
+    esac
+    export FENCING_SYS_BINDIR
+}
+fencing_sys_bindir
+
 fencing_log() { printf '==> %s\n' "$*" >&2; }
 fencing_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
@@ -41,6 +53,7 @@ fencing_set_pgver() {
     *) fencing_die "PostgreSQL $1 is not supported by the harness (15 or 18)" ;;
     esac
     export FENCING_PGVER
+    fencing_sys_bindir
 }
 
 # Packages the project needs; installed only when missing.  PostgreSQL 15

@@ -201,6 +201,7 @@ fencing_pg18_install() {
     [ -x "$dest/bin/postgres" ] || fencing_die "PostgreSQL 18 cache $dest is broken"
     FENCING_PG18_PREFIX=$dest
     FENCING_PG18_VERSION=$version
+    [ "${FENCING_PGVER:-}" = 18 ] && FENCING_SYS_BINDIR=$dest/bin && export FENCING_SYS_BINDIR
 
     # pgTAP for it: any cached build against this prefix will do
     local tapdir
