@@ -17,9 +17,11 @@ OBJS_STATS = src/stats.o
 
 OBJS_IDEM = src/idempotency.o
 
+OBJS_DIRECT = src/direct.o
+
 OBJS_LEASE = src/lease.o
 
-OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE)
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
@@ -31,7 +33,7 @@ REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass gu
 
 REGRESS_STATS = stats
 
-REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
+REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_owner idem_update
 
 REGRESS_LEASE = lease guard_lease
 
