@@ -33,7 +33,7 @@ REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass gu
 
 REGRESS_STATS = stats
 
-REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_owner idem_update
+REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_owner idem_update idem_direct
 
 REGRESS_LEASE = lease guard_lease
 

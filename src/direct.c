@@ -47,6 +47,8 @@
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
 #include "storage/lmgr.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -89,6 +91,80 @@ typedef enum DirectCheck
 } DirectCheck;
 
 /*
+ * The equality functions of the arbiters' key columns, per index, as
+ * BuildSpeculativeIndexInfo would look them up (two catalog look-ups per
+ * column on every call): kept until a relcache invalidation of the index.
+ */
+#define DIRECT_ARBITER_CACHE_SIZE	4
+
+typedef struct DirectArbiterProcs
+{
+	Oid			indexoid;		/* InvalidOid: a free entry */
+	int			nkeys;
+	Oid			procs[INDEX_MAX_KEYS];
+} DirectArbiterProcs;
+
+static DirectArbiterProcs arbiter_cache[DIRECT_ARBITER_CACHE_SIZE];
+static int	arbiter_cache_next = 0;
+static bool arbiter_callback_registered = false;
+
+/* Relcache invalidation: forget the entries of that index (or all). */
+static void
+DirectInvalidateArbiters(Datum arg pg_attribute_unused(), Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < DIRECT_ARBITER_CACHE_SIZE; i++)
+		if (!OidIsValid(relid) || arbiter_cache[i].indexoid == relid)
+			arbiter_cache[i].indexoid = InvalidOid;
+}
+
+/* Fill dt->arbiter_procs for the B-tree index: its columns' equality. */
+static void
+DirectArbiterEqualityProcs(Relation index, DirectTable *dt)
+{
+	Oid			indexoid = RelationGetRelid(index);
+	int			nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	DirectArbiterProcs *e;
+	int			i;
+
+	for (i = 0; i < DIRECT_ARBITER_CACHE_SIZE; i++)
+	{
+		e = &arbiter_cache[i];
+		if (e->indexoid == indexoid && e->nkeys == nkeys)
+		{
+			memcpy(dt->arbiter_procs, e->procs, sizeof(Oid) * nkeys);
+			return;
+		}
+	}
+
+	for (i = 0; i < nkeys; i++)
+	{
+		Oid			op = get_opfamily_member(index->rd_opfamily[i],
+											 index->rd_opcintype[i],
+											 index->rd_opcintype[i],
+											 BTEqualStrategyNumber);
+
+		if (!OidIsValid(op))
+			elog(ERROR, "missing equality operator (%u,%u) in opfamily %u",
+				 index->rd_opcintype[i], index->rd_opcintype[i],
+				 index->rd_opfamily[i]);
+		dt->arbiter_procs[i] = get_opcode(op);
+	}
+
+	if (!arbiter_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(DirectInvalidateArbiters, (Datum) 0);
+		arbiter_callback_registered = true;
+	}
+	e = &arbiter_cache[arbiter_cache_next];
+	arbiter_cache_next = (arbiter_cache_next + 1) % DIRECT_ARBITER_CACHE_SIZE;
+	e->indexoid = indexoid;
+	e->nkeys = nkeys;
+	memcpy(e->procs, dt->arbiter_procs, sizeof(Oid) * nkeys);
+}
+
+/*
  * Is index a plain B-tree column index the direct path can maintain?  (Only
  * B-trees: a unique check needs one, and heap_update's report of which
  * indexes need new entries then never means the summarizing ones alone.)
@@ -111,12 +187,15 @@ DirectIndexQualifies(Relation index, IndexInfo *info)
 	return true;
 }
 
-/* Close what DirectTableOpen opened, from index n down. */
+/*
+ * Close what DirectTableOpen opened, from index n down.  The locks stay
+ * until the transaction ends, as the executor keeps them.
+ */
 static void
 DirectCloseIndexes(DirectTable *dt, int n)
 {
 	while (--n >= 0)
-		index_close(dt->indexes[n], RowExclusiveLock);
+		index_close(dt->indexes[n], NoLock);
 }
 
 /*
@@ -153,7 +232,10 @@ DirectTableOpen(Relation rel, Oid arbiter, int max_indexes, DirectTable *dt)
 		arbiter = rel->rd_pkindex;
 	if (!OidIsValid(arbiter) || list_length(indexlist) > max_indexes ||
 		list_length(indexlist) > DIRECT_MAX_INDEXES)
+	{
+		list_free(indexlist);
 		return false;
+	}
 
 	foreach(lc, indexlist)
 	{
@@ -169,14 +251,16 @@ DirectTableOpen(Relation rel, Oid arbiter, int max_indexes, DirectTable *dt)
 			 (indexoid != arbiter || !index->rd_index->indimmediate)))
 		{
 			DirectCloseIndexes(dt, n);
+			list_free(indexlist);
 			return false;
 		}
 		if (indexoid == arbiter)
 		{
 			dt->arbiter = n - 1;
-			BuildSpeculativeIndexInfo(index, info);
+			DirectArbiterEqualityProcs(index, dt);
 		}
 	}
+	list_free(indexlist);
 	dt->nindexes = n;
 	if (dt->arbiter < 0)
 	{
@@ -217,15 +301,14 @@ static int
 DirectArbiterScanKeys(DirectTable *dt, const Datum *keyvals, ScanKey skeys)
 {
 	Relation	index = dt->indexes[dt->arbiter];
-	IndexInfo  *info = dt->index_info[dt->arbiter];
 	int			nkeys = IndexRelationGetNumberOfKeyAttributes(index);
 	int			k;
 
 	for (k = 0; k < nkeys; k++)
 		ScanKeyEntryInitialize(&skeys[k], 0, k + 1,
-							   info->ii_UniqueStrats[k], InvalidOid,
+							   BTEqualStrategyNumber, InvalidOid,
 							   index->rd_indcollation[k],
-							   info->ii_UniqueProcs[k], keyvals[k]);
+							   dt->arbiter_procs[k], keyvals[k]);
 	return nkeys;
 }
 
@@ -460,6 +543,32 @@ DirectFetch(DirectTable *dt, const Datum *keyvals, Snapshot snapshot)
 	index_rescan(scan, skeys, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, dt->slot);
 	index_endscan(scan);
+	return found;
+}
+
+/*
+ * Fetch into dt->slot the version of the row whose index entries point to
+ * tid (a HOT chain's root, as DirectInsert and DirectUpdate leave in
+ * t_self) that snapshot sees; false when it sees none.  A cheap way back
+ * to a row this transaction wrote, without the index descent: the caller
+ * must check that the row found is the one it wants (the line pointer
+ * may have been reused), and tid must lie in the table (a TID this
+ * transaction wrote does: the table cannot be truncated while our lock
+ * is held).
+ */
+bool
+DirectFetchTid(DirectTable *dt, ItemPointer tid, Snapshot snapshot)
+{
+	IndexFetchTableData *fetch;
+	ItemPointerData t = *tid;
+	bool		call_again = false;
+	bool		all_dead = false;
+	bool		found;
+
+	fetch = table_index_fetch_begin(dt->rel);
+	found = table_index_fetch_tuple(fetch, &t, snapshot, dt->slot,
+									&call_again, &all_dead);
+	table_index_fetch_end(fetch);
 	return found;
 }
 

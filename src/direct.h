@@ -31,6 +31,7 @@ typedef struct DirectTable
 	int			arbiter;		/* position of the unique index in indexes[] */
 	Relation	indexes[DIRECT_MAX_INDEXES];
 	IndexInfo  *index_info[DIRECT_MAX_INDEXES];
+	Oid			arbiter_procs[INDEX_MAX_KEYS];	/* its columns' equality */
 	TupleTableSlot *slot;		/* rows fetched, and their TIDs */
 } DirectTable;
 
@@ -48,6 +49,8 @@ extern DirectInsertResult DirectInsert(DirectTable *dt, HeapTuple tup,
 									   bool wait, ItemPointer conflict);
 extern bool DirectFetch(DirectTable *dt, const Datum *keyvals,
 						Snapshot snapshot);
+extern bool DirectFetchTid(DirectTable *dt, ItemPointer tid,
+						   Snapshot snapshot);
 extern TM_Result DirectUpdate(DirectTable *dt, ItemPointer otid,
 							  HeapTuple newtup);
 
