@@ -46,7 +46,7 @@ ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
 ISOLATION_GUARD = guard_row_race guard_key_race
 
-ISOLATION_IDEM = idem_begin_race idem_resume_race
+ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
 
 ISOLATION_LEASE = lease_acquire_race lease_renew_race
 
