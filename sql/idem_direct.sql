@@ -96,6 +96,29 @@ SELECT fencing.idem_complete('dir:1', :'dir', '"yes"');
 SELECT fencing.idem_complete('dir:1', :'dir', '"again"');
 SELECT state, result, recovery_point FROM fencing.idem_begin('dir:1', '{"n": 1}');
 
+-- A read-only transaction may not begin or complete a key (25006), on
+-- either path.
+SELECT state, token AS ro FROM fencing.idem_begin('ro:1', '{}') \gset
+BEGIN READ ONLY;
+SELECT * FROM fencing.idem_begin('ro:2', '{}');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT fencing.idem_complete('ro:1', :'ro', '"read only"');
+ROLLBACK;
+SELECT key, state FROM fencing.idempotency_keys WHERE key LIKE 'ro:%';
+
+-- A table published for updates without a replica identity refuses the
+-- update, as UPDATE would (55000).
+SET client_min_messages = error;
+CREATE PUBLICATION idem_pub FOR TABLE fencing.idempotency_keys;
+RESET client_min_messages;
+ALTER TABLE fencing.idempotency_keys REPLICA IDENTITY NOTHING;
+SELECT fencing.idem_complete('ro:1', :'ro', '"published"');
+ALTER TABLE fencing.idempotency_keys REPLICA IDENTITY DEFAULT;
+SELECT fencing.idem_complete('ro:1', :'ro', '"published"');
+DROP PUBLICATION idem_pub;
+SELECT key, state, result FROM fencing.idempotency_keys WHERE key LIKE 'ro:%';
+
 -- A NOT NULL that a DBA put on a column the helpers leave empty is
 -- honoured on the direct path too (as the executor would: 23502).
 TRUNCATE fencing.idempotency_keys;

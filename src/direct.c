@@ -43,6 +43,7 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_am.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/execnodes.h"
@@ -589,6 +590,8 @@ DirectUpdate(DirectTable *dt, ItemPointer otid, HeapTuple newtup)
 	bool		need_indexes;
 
 	DirectCheckNotNull(dt->rel, newtup);
+	/* a table published for updates needs a replica identity */
+	CheckCmdReplicaIdentity(dt->rel, CMD_UPDATE);
 #if PG_VERSION_NUM >= 160000
 	{
 		TU_UpdateIndexes update_indexes;

@@ -10,6 +10,10 @@
  * security, more indexes, ...) and the write must go through SPI.  Else
  * DirectInsert / DirectFetch / DirectUpdate, then DirectTableClose() and
  * close the table (NoLock: the locks are kept until the transaction ends).
+ * No executor runs, so the caller checks what ExecutorStart would have:
+ * that the transaction may write (PreventCommandIfReadOnly), and that the
+ * caller may write the table at all (these are the extension's tables,
+ * written only by its own functions).
  *
  *-------------------------------------------------------------------------
  */

@@ -1245,6 +1245,7 @@ idem_begin(PG_FUNCTION_ARGS)
 		Interval   *lease;
 		Interval   *retention;
 
+		PreventCommandIfReadOnly("fencing.idem_begin()");
 		RequireArgument(fcinfo, 0, "idempotency key");
 		RequireArgument(fcinfo, 1, "request");
 		RequireArgument(fcinfo, 2, "lease");
@@ -1511,6 +1512,9 @@ IdemUpdateClaim(FunctionCallInfo fcinfo, IdemClaimOp op,
 	bool		owner_null;
 	Oid			owner;
 
+	PreventCommandIfReadOnly(op == IDEM_OP_CHECKPOINT ? "fencing.idem_checkpoint()" :
+							 op == IDEM_OP_COMPLETE ? "fencing.idem_complete()" :
+							 "fencing.idem_abandon()");
 	RequireArgument(fcinfo, 0, "idempotency key");
 	RequireArgument(fcinfo, 1, "token");
 	key = PG_GETARG_TEXT_PP(0);
