@@ -53,26 +53,9 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "compat.h"
 #include "direct.h"
 #include "fencing.h"
-
-/*
- * Server APIs that changed after 15: index_beginscan() takes an
- * instrumentation argument since 18, ConditionalXactLockTableWait() a
- * logLockFailure flag since 18, and heap_update() reports which indexes
- * need new entries since 16.
- */
-#if PG_VERSION_NUM >= 180000
-#define DirectIndexBeginScan(heap, index, snap, nkeys) \
-	index_beginscan((heap), (index), (snap), NULL, (nkeys), 0)
-#define DirectConditionalXactLockTableWait(xid) \
-	ConditionalXactLockTableWait((xid), false)
-#else
-#define DirectIndexBeginScan(heap, index, snap, nkeys) \
-	index_beginscan((heap), (index), (snap), (nkeys), 0)
-#define DirectConditionalXactLockTableWait(xid) \
-	ConditionalXactLockTableWait(xid)
-#endif
 
 /* How the unique check waits for transactions that are still open */
 typedef enum DirectWaitMode
@@ -337,7 +320,7 @@ DirectCheckUnique(DirectTable *dt, const Datum *keyvals, ItemPointer self,
 		TransactionId xwait = InvalidTransactionId;
 		uint32		spec_token = 0;
 
-		scan = DirectIndexBeginScan(dt->rel, index, &dirty, nkeys);
+		scan = FencingIndexBeginscan(dt->rel, index, &dirty, nkeys, 0);
 		index_rescan(scan, skeys, nkeys, NULL, 0);
 		while (index_getnext_slot(scan, ForwardScanDirection, dt->slot))
 		{
@@ -539,8 +522,8 @@ DirectFetch(DirectTable *dt, const Datum *keyvals, Snapshot snapshot)
 	IndexScanDesc scan;
 	bool		found;
 
-	scan = DirectIndexBeginScan(dt->rel, dt->indexes[dt->arbiter], snapshot,
-								nkeys);
+	scan = FencingIndexBeginscan(dt->rel, dt->indexes[dt->arbiter], snapshot,
+								 nkeys, 0);
 	index_rescan(scan, skeys, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, dt->slot);
 	index_endscan(scan);
@@ -592,6 +575,7 @@ DirectUpdate(DirectTable *dt, ItemPointer otid, HeapTuple newtup)
 	DirectCheckNotNull(dt->rel, newtup);
 	/* a table published for updates needs a replica identity */
 	CheckCmdReplicaIdentity(dt->rel, CMD_UPDATE);
+	/* 16 made heap_update() report which indexes need new entries */
 #if PG_VERSION_NUM >= 160000
 	{
 		TU_UpdateIndexes update_indexes;
