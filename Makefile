@@ -18,11 +18,13 @@ OBJS_STATS = src/stats.o
 
 OBJS_IDEM = src/idempotency.o
 
+OBJS_DIRECT = src/direct.o
+
 OBJS_LEASE = src/lease.o
 
 OBJS_CITUS = src/citus.o
 
-OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE) $(OBJS_CITUS)
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
@@ -35,7 +37,7 @@ REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_o
 
 REGRESS_STATS = stats stats_forget
 
-REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
+REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_owner idem_update idem_direct
 
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
@@ -48,7 +50,7 @@ ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
 ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race
 
-ISOLATION_IDEM = idem_begin_race idem_resume_race
+ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
 
 ISOLATION_LEASE = lease_acquire_race lease_renew_race
 
