@@ -11,7 +11,7 @@ MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
 OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 
-OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o src/ddl_guard.o
+OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o src/ddl_guard.o src/protection.o
 
 OBJS_STATS = src/stats.o
 

@@ -122,7 +122,30 @@ extern bool ScopeCheckAndAdvance(const char *scope_name, const char *key,
 								 const Fence *token, bool strict, Fence *lost_to);
 extern void ScopesInit(void);
 
-/* ddl_guard.c */
+/*
+ * protection.c: is relid protected, and through which table?  The table
+ * named in fencing.protected (relid itself or its nearest partition or
+ * inheritance ancestor), else InvalidOid.  Cached, invalidation-driven.
+ */
+extern Oid	FencingProtectedBy(Oid relid);
+extern bool FencingProtectionColumns(Oid relid, char **fence_column, int *nkeys,
+									 char ***key_columns);
+extern Oid	FencingProtectedTableOid(void);
+extern void FencingProtectionReset(void);
+extern void FencingProtectionInit(void);
+
+/* ddl_guard.c: what protect() and unprotect() ask of the DDL guard */
+extern void FencingCheckProtectable(Relation rel, const char *fence_column,
+									int nkeys, Datum *keynames);
+extern void FencingGuardTree(Oid relid);
+extern void FencingUnguardTree(Oid relid);
+
+/*
+ * protect.c: advance the key or table scope fences of protected_relid to
+ * the highest fence among source_relid's rows of each key (protect(), and
+ * ATTACH PARTITION / INHERIT of a filled table).
+ */
+extern void SeedScopesFrom(Oid protected_relid, Oid source_relid);
 
 /* stats.c: counters in shared memory, present only with the preload */
 typedef enum FencingTableCounter

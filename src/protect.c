@@ -309,21 +309,60 @@ RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 }
 
 /*
- * Seed the scope fences from the rows already in the table, so that a write
- * older than a fence already stored in a row is refused from the start.
- * Runs inside SPI: reads the table as the caller, writes fencing.scopes as
- * the extension owner.
+ * ddlguard: SeedScopes generalised to a source table (issue 10).
+ *
+ * Advance the key or table scope fences of protected_relid (named in
+ * fencing.protected) to the highest fence among the rows of source_relid
+ * (and its partitions or inheritance children) of each key, so that a
+ * write older than a fence already stored in a row is refused from the
+ * start: protect() seeds from the table itself, ATTACH PARTITION and
+ * INHERIT from the table that joins.  Reads the rows as the caller, writes
+ * fencing.scopes as the extension owner.  Row scope: nothing to do.
  */
-static void
-SeedScopes(Oid relid, int nkeys, Datum *keynames, const char *fence_column,
-		   const char *scope_name)
+void
+SeedScopesFrom(Oid protected_relid, Oid source_relid)
 {
 	StringInfoData sql;
 	Oid			argtypes[3] = {TEXTOID, TEXTOID, FencingTypeOid()};
+	Oid			settype[1] = {OIDOID};
+	Datum		setval[1] = {ObjectIdGetDatum(protected_relid)};
 	SPIPlanPtr	upsert;
 	Portal		portal;
 	FencingSavedUser saved;
+	Oid			relid = source_relid;
+	Datum	   *keynames;
+	int			nkeys;
+	char	   *fence_column;
+	char	   *scope_name;
+	bool		isnull;
+	Datum		keys;
+	int			rc;
 	int			i;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	FencingBecomeOwner(&saved);
+	rc = SPI_execute_with_args("SELECT fence_column, key_columns, scope_name "
+							   "FROM fencing.protected WHERE relid OPERATOR(pg_catalog.=) $1",
+							   1, settype, setval, NULL, false, 1);
+	FencingRestoreUser(&saved);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 0)
+	{
+		SPI_finish();
+		return;
+	}
+	keys = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	if (isnull)
+	{
+		SPI_finish();			/* row scope */
+		return;
+	}
+	fence_column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	scope_name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	deconstruct_array(DatumGetArrayTypeP(keys), NAMEOID, NAMEDATALEN, false,
+					  TYPALIGN_CHAR, &keynames, NULL, &nkeys);
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
@@ -392,6 +431,7 @@ SeedScopes(Oid relid, int nkeys, Datum *keynames, const char *fence_column,
 		SPI_freetuptable(batch);
 	}
 	SPI_cursor_close(portal);
+	SPI_finish();
 }
 
 /* Invalidate the cached guard settings of every relation of the tree. */
@@ -507,6 +547,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL to protect the table without a lease.")));
 	}
 
+	/* ddlguard: columns the guard can trust, inheritance trees (issue 10) */
+	FencingCheckProtectable(rel, fence_column, nkeys, keynames);
+
 	tree = RelationTree(rel);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -542,6 +585,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	 */
 	table_close(rel, NoLock);
 	RunWithDdlGuardSuspended(InstallTriggers, relid, tree);
+	FencingGuardTree(relid);	/* ddlguard: inheritance children too */
 
 	/* the catalog, as the extension owner */
 	FencingBecomeOwner(&saved);
@@ -576,8 +620,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	}
 	FencingRestoreUser(&saved);
 
-	if (nkeys >= 0)
-		SeedScopes(relid, nkeys, keynames, fence_column, scope_name);
+	SeedScopesFrom(relid, relid);	/* ddlguard: generalised SeedScopes */
 
 	SPI_finish();
 	InvalidateTree(tree);
@@ -616,6 +659,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 
 	table_close(rel, NoLock);
 	RunWithDdlGuardSuspended(RemoveTriggers, relid, tree);
+	FencingUnguardTree(relid);	/* ddlguard: inheritance children too */
 
 	FencingBecomeOwner(&saved);
 	{
