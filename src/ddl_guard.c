@@ -220,6 +220,8 @@ Through(Oid relid, Protection *p)
 {
 	if (p->relid == relid)
 		return "";
+	if (FencingProtectedBy(relid) != p->relid)
+		return psprintf(" (about to join protected table \"%s\")", RelName(p->relid));
 	if (get_rel_relispartition(relid))
 		return psprintf(" (a partition of protected table \"%s\")", RelName(p->relid));
 	return psprintf(" (an inheritance child of protected table \"%s\")", RelName(p->relid));
@@ -548,7 +550,7 @@ CheckSubcommand(AlterTableCmd *cmd, Oid member, Protection *p)
 				CheckKeyOrFence(member, p, cmd->name, "alter type of");
 				if (def != NULL && def->raw_default != NULL)
 					ReportGuardAltered(member, p,
-									   psprintf("cannot rewrite column \"%s\" with USING", cmd->name),
+									   psprintf("cannot rewrite the values of column \"%s\"", cmd->name),
 									   cmd->name,
 									   "ALTER COLUMN ... TYPE ... USING would rewrite the values of existing rows without a fencing token.");
 				break;
