@@ -43,7 +43,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race
+ISOLATION_GUARD = guard_row_race guard_key_race ddl_guard_race ddl_guard_locks
 
 ISOLATION_IDEM = idem_begin_race idem_resume_race
 

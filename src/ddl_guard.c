@@ -835,9 +835,9 @@ GuardTree(Oid root)
  * and every member of its tree (partitions and inheritance children may
  * have defaults of their own); refuse (55000) a relid already protected
  * through an inheritance ancestor, a member protected on its own, and a
- * BEFORE ROW trigger firing after the guard on an inheritance child (on
- * partitions, protect() looks itself); refuse (0A000) foreign tables among
- * them.  Locks the members as protect() locks partitions.
+ * BEFORE ROW trigger firing after the guard on any member (read with a
+ * catalog snapshot: one committed while protect() waited for its lock is
+ * seen); refuse (0A000) foreign tables among them.  Locks the members as protect() locks partitions.
  */
 void
 FencingCheckProtectable(Relation rel, const char *fence_column, int nkeys,
@@ -880,34 +880,29 @@ FencingCheckProtectable(Relation rel, const char *fence_column, int nkeys,
 							psprintf(" in \"%s\"", RelName(member))),
 					 errdetail("A default or a generation expression on the fence column would give a write without a token one; a generated key column is computed after the guard has checked the key."),
 					 errhint("Drop the default or the expression first.")));
-		if (member == relid)
-			continue;
-		own = FencingProtectedBy(member);
-		if (own == member)
+		if (member != relid && FencingProtectedBy(member) == member)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("\"%s\", under \"%s\", is protected on its own",
 							RelName(member), RelationGetRelationName(rel)),
 					 errhint("Call fencing.unprotect('%s') first.", QualifiedName(member))));
-		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
+		if (member != relid && get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot protect table \"%s\": \"%s\" is a foreign table",
 							RelationGetRelationName(rel), RelName(member)),
 					 errdetail("Foreign tables cannot have the TRUNCATE trigger of the fencing guard.")));
-		if (!get_rel_relispartition(member))
-		{
-			ForEachTrigger(member, VisitLateOnly, &late);
-			if (late != NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("trigger \"%s\" of table \"%s\" would fire after the fencing guard",
-								late, RelName(member)),
-						 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it.",
-								   FENCING_GUARD_TRIGGER),
-						 errhint("Rename the trigger so that its name sorts before \"%s\".",
-								 FENCING_GUARD_TRIGGER)));
-		}
+		/* every member: the catalog snapshot sees a trigger just committed */
+		ForEachTrigger(member, VisitLateOnly, &late);
+		if (late != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("trigger \"%s\" of table \"%s\" would fire after the fencing guard",
+							late, RelName(member)),
+					 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it.",
+							   FENCING_GUARD_TRIGGER),
+					 errhint("Rename the trigger so that its name sorts before \"%s\".",
+							 FENCING_GUARD_TRIGGER)));
 	}
 }
 
