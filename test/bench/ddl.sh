@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# test/bench/ddl.sh: what the DDL guard costs DDL on tables nobody
+# protected (issue 10, point 6: target <= 1.05x).
+#
+#   sudo bash test/bench/ddl.sh            5 rounds x 200 iterations per script
+#   sudo bash test/bench/ddl.sh --quick    1 round x 50 iterations
+#
+# Builds without assertions, starts one throwaway cluster (fencing
+# preloaded) with two databases made alike: "plain" without the extension,
+# "fenced" with it and a few protected tables (row, key and table scope, a
+# partitioned one, an inheritance parent), so that the DDL guard has a
+# non-empty fencing.protected to consult.  Runs the same scripts
+# (scripts/ddl_mix.sql: CREATE/ALTER/DROP of temporary and partitioned
+# tables, ATTACH/DETACH, CREATE TRIGGER, DISABLE TRIGGER ALL, DROP COLUMN;
+# scripts/ddl_temp.sql: CREATE TEMP TABLE + DROP, the example of issue 10)
+# on both, alternating which goes first in each round, and reports the
+# ratio fenced/plain of the backend's CPU time and of the wall time per
+# iteration, per round and their medians.  Reports; never fails on timing.
+#
+# Environment: FENCING_BENCH_ROUNDS (5), FENCING_BENCH_ITERATIONS (200).
+
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/common.sh"
+trap fencing_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+rounds=${FENCING_BENCH_ROUNDS:-5}
+for arg in "$@"; do
+    case $arg in
+    --quick) rounds=1 FENCING_BENCH_ITERATIONS=50 ;;
+    *) fencing_die "unknown argument $arg (use --quick)" ;;
+    esac
+done
+
+fencing_deps
+fencing_build ""
+cd "$FENCING_WORK"
+fencing_cluster_start bench "shared_preload_libraries = 'fencing'"
+scripts=$FENCING_WORK/ddl-scripts
+cp -a "$here/scripts" "$scripts"
+chown -R postgres: "$scripts"
+
+psql_as() { fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+for db in plain fenced; do
+    psql_as -d postgres -c "CREATE DATABASE $db" >/dev/null
+    psql_as -d "$db" -c "CREATE FUNCTION bench_noop() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RETURN NEW; END \$\$" >/dev/null
+done
+psql_as -d fenced >/dev/null <<'SQL'
+CREATE EXTENSION fencing;
+DO $$
+BEGIN
+    FOR i IN 1..10 LOOP
+        EXECUTE format('CREATE TABLE guarded_%s (id int PRIMARY KEY, account text, fence fencing.fence)', i);
+        EXECUTE format('SELECT fencing.protect(%L, key_columns => %L)', 'guarded_' || i,
+                       CASE i % 3 WHEN 0 THEN NULL WHEN 1 THEN '{account}' ELSE '{}' END);
+    END LOOP;
+END $$;
+CREATE TABLE guarded_parted (id int, d int, fence fencing.fence) PARTITION BY RANGE (d);
+CREATE TABLE guarded_parted_1 PARTITION OF guarded_parted FOR VALUES FROM (0) TO (10);
+CREATE TABLE guarded_parted_2 PARTITION OF guarded_parted FOR VALUES FROM (10) TO (20);
+SELECT fencing.protect('guarded_parted');
+CREATE TABLE guarded_inh (id int, fence fencing.fence);
+CREATE TABLE guarded_inh_1 () INHERITS (guarded_inh);
+SELECT fencing.protect('guarded_inh');
+SQL
+fencing_log "fenced: $(psql_as -At -d fenced -c 'SELECT count(*) FROM fencing.protected') protected tables"
+
+# One run: a psql session runs the script ITER times (autocommit, one
+# statement at a time, as pgbench would) and prints the CPU time its
+# backend used per iteration (utime + stime from /proc, in ms) and the wall
+# time per iteration.  CPU time is what the DDL guard adds; on a shared,
+# busy machine it is far steadier than the wall clock.
+iters=${FENCING_BENCH_ITERATIONS:-200}
+# utime + stime of the backend itself, in clock ticks (fields 14 and 15)
+cpu="(SELECT f[12]::bigint + f[13]::bigint FROM pg_catalog.string_to_array(pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/stat'), ') ', 2), ' ') f)"
+run() {
+    local db=$1 script=$2 sqlfile=$FENCING_WORK/ddl-$2 i out
+    if [ ! -f "$sqlfile" ]; then
+        {
+            echo 'SELECT clock_timestamp() AS t0 \gset'
+            echo "SELECT 'cpu_before', $cpu;"
+            for i in $(seq 1 "$iters"); do
+                grep -v '^\\set\|^--' "$scripts/$script" | sed 's/:c\b/1/g'
+            done
+            echo "SELECT 'cpu_after', $cpu;"
+            echo "SELECT 'wall_ms', extract(epoch FROM clock_timestamp() - :'t0'::timestamptz) * 1000;"
+        } >"$sqlfile"
+        chown postgres: "$sqlfile"
+    fi
+    out=$(fencing_as_postgres psql -X -q -At -F ' ' -v ON_ERROR_STOP=1 -d "$db" -f "$sqlfile" 2>&1) \
+        || { echo "$out" >&2; fencing_die "the DDL failed on $db"; }
+    echo "$out" | awk -v n="$iters" -v hz="$(getconf CLK_TCK)" '
+        /^cpu_before/ { b = $2 } /^cpu_after/ { a = $2 } /^wall_ms/ { w = $2 }
+        END { printf "%.3f %.3f\n", (a - b) * 1000 / hz / n, w / n }'
+}
+
+results=()
+for script in ddl_mix.sql ddl_temp.sql; do
+    ratios=()
+    wratios=()
+    for r in $(seq 1 "$rounds"); do
+        if [ $((r % 2)) -eq 1 ]; then
+            p=$(run plain "$script"); f=$(run fenced "$script")
+        else
+            f=$(run fenced "$script"); p=$(run plain "$script")
+        fi
+        set -- $p $f
+        ratio=$(awk -v f="$3" -v p="$1" 'BEGIN { printf "%.3f", (p > 0) ? f / p : 0 }')
+        wratio=$(awk -v f="$4" -v p="$2" 'BEGIN { printf "%.3f", (p > 0) ? f / p : 0 }')
+        ratios+=("$ratio")
+        wratios+=("$wratio")
+        printf '%-13s round %d: backend CPU per iteration plain %7.3f ms, fenced %7.3f ms, ratio %s; wall %7.3f / %7.3f ms, ratio %s\n' \
+            "$script" "$r" "$1" "$3" "$ratio" "$2" "$4" "$wratio"
+    done
+    median() { printf '%s\n' "$@" | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+    results+=("$(printf '%-13s fenced/plain, median of %d rounds of %d iterations: backend CPU %s, wall %s (target <= 1.05)' \
+        "$script" "$rounds" "$iters" "$(median "${ratios[@]}")" "$(median "${wratios[@]}")")")
+done
+echo
+printf '%s\n' "${results[@]}"
