@@ -28,7 +28,7 @@ DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
 REGRESS_CORE = fence_type fence_input advance
 
 REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass guard_ddl \
-	guard_ddl_triggers guard_ddl_columns
+	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy
 
 REGRESS_STATS = stats
 
