@@ -22,6 +22,9 @@ SET ROLE fencing_trg_only;
 CREATE OR REPLACE TRIGGER zz_fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON ledger
     FOR EACH ROW EXECUTE FUNCTION let_through();
 \echo :LAST_ERROR_SQLSTATE
+CREATE OR REPLACE TRIGGER zz_fencing_truncate BEFORE TRUNCATE ON ledger
+    FOR EACH STATEMENT EXECUTE FUNCTION let_through();
+\echo :LAST_ERROR_SQLSTATE
 -- and the tokenless INSERT it wanted is still refused
 INSERT INTO ledger VALUES (2, 'acct-1', -666, NULL);
 \echo :LAST_ERROR_SQLSTATE

@@ -1173,6 +1173,9 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid))
 		return;
+	/* let PostgreSQL refuse a role that does not own the table (42501) */
+	if (phase == PHASE_START && !FencingOwnsRelation(relid, GetUserId()))
+		return;
 
 	if (stmt->renameType == OBJECT_TRIGGER)
 	{
@@ -1259,8 +1262,8 @@ CheckTriggerDepends(AlterObjectDependsStmt *stmt)
 	if (!IsGuardName(trigname))
 		return;
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-	if (!OidIsValid(relid))
-		return;
+	if (!OidIsValid(relid) || !FencingOwnsRelation(relid, GetUserId()))
+		return;					/* PostgreSQL refuses a non-owner (42501) */
 	p = ProtectionOf(relid);
 	if (p != NULL)
 		CheckGuardTriggerDdl(relid, p, trigname, "change the dependencies of");
