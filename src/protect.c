@@ -336,18 +336,18 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	char	   *scope_name;
 	bool		isnull;
 	Datum		keys;
-	int			rc;
+	int			src;
 	int			i;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	FencingBecomeOwner(&saved);
-	rc = SPI_execute_with_args("SELECT fence_column, key_columns, scope_name "
+	src = SPI_execute_with_args("SELECT fence_column, key_columns, scope_name "
 							   "FROM fencing.protected WHERE relid OPERATOR(pg_catalog.=) $1",
 							   1, settype, setval, NULL, false, 1);
 	FencingRestoreUser(&saved);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	if (src != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(src));
 	if (SPI_processed == 0)
 	{
 		SPI_finish();
