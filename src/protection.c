@@ -9,25 +9,25 @@
  * A relation is protected when fencing.protected names it, or names one of
  * its ancestors: partition parents and inheritance parents, at any level
  * (a partition detached concurrently counts until the detach is final).
- * The nearest protected ancestor wins; the DDL guard and protect() keep a
- * tree to one protection.
  *
- * The answer is computed with an index scan of fencing.protected (as no
- * particular role: revoked privileges cannot blind the guard) and of
- * pg_inherits, and cached per relation.  Each answer depends on the
- * relation and its ancestors; those relations are "watched", and a
- * relcache invalidation of any of them, of fencing.protected itself, or of
- * everything, empties the cache.  Every event that changes an answer sends
- * one: protect() and unprotect() invalidate the tree they change and
- * fencing.protected; a table's drop, a partition's attach or detach and an
- * inheritance link made or removed invalidate the child; the statement
- * trigger on fencing.protected (1.1) covers direct writes.  An unrelated
- * DDL command does not empty the cache, so a command on an unprotected
- * table pays a hash look-up, after the first one.
- *
- * fencing.protected is read with a fresh MVCC snapshot: a lookup made
- * after taking a lock on a relation sees every protection committed by a
- * transaction that held a conflicting lock on it.
+ * The answer comes from one hash table per backend: every protected
+ * relation of the database (the tables named in fencing.protected and all
+ * their partitions and inheritance children) with the table that protects
+ * it.  A relation that is not in it is not protected: a DDL command on an
+ * unprotected table pays a hash probe, and touches no catalog and takes no
+ * lock.  The table is built with a scan of fencing.protected (a fresh MVCC
+ * snapshot, as no particular role: revoked privileges cannot blind the
+ * guard) and find_all_inheritors(), and rebuilt after a relcache
+ * invalidation of fencing.protected itself, of everything, or of one of
+ * its members.  Every event that changes it sends one: protect(),
+ * unprotect() and the DDL guard invalidate fencing.protected and the
+ * trees they change; a partition's attach or detach invalidates the
+ * parent, an inheritance link made or removed the child; a drop the
+ * dropped relation; the statement trigger on fencing.protected (1.1)
+ * covers any other writer.  Because invalidations are sent at commit and
+ * received when a lock is taken, a look-up made under a lock on a relation
+ * sees every protection committed by a transaction that held a conflicting
+ * lock on it.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,6 +40,7 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/partition.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -49,40 +50,63 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
+#include "utils/syscache.h"
 
 #include "fencing.h"
 
 typedef struct ProtectionEntry
 {
-	Oid			relid;			/* hash key */
-	Oid			through;		/* InvalidOid: not protected */
+	Oid			relid;			/* hash key: a protected relation */
+	Oid			through;		/* the table named in fencing.protected */
 } ProtectionEntry;
 
-static HTAB *protection_cache = NULL;	/* relid -> ProtectionEntry */
-static HTAB *watched = NULL;	/* relids whose invalidation empties it */
-static bool cache_stale = false;
-static uint64 cache_generation = 0;
+/*
+ * Every protected relation of the database: the tables named in
+ * fencing.protected and all their partitions and inheritance children,
+ * each with the table that protects it.  A relation not in it is not
+ * protected, so the answer for an unprotected table is one hash probe.
+ */
+static HTAB *protections = NULL;
+static bool protections_valid = false;
+static bool building = false;
+static bool invalidated_while_building = false;
 
 /* fencing.protected and its primary key index, once looked up */
 static Oid	protected_relid = InvalidOid;
 static Oid	protected_pkey = InvalidOid;
 
-/* Relcache callback: empty the cache when an answer may have changed. */
+/*
+ * Relcache callback.  The set changes only when fencing.protected changes
+ * (protect(), unprotect() and the DDL guard invalidate it, and so does its
+ * statement trigger), or when a protected relation changes (a partition
+ * attached or detached, a child inherits or disinherits: the parent or the
+ * child gets an invalidation; a protected relation dropped).  Invalidations
+ * of other relations, the DDL of unprotected tables, leave it alone.
+ */
 static void
 InvalidateProtections(Datum arg pg_attribute_unused(), Oid relid)
 {
+	if (building)
+	{
+		/* cannot tell yet whether relid will be in the set: rebuild */
+		invalidated_while_building = true;
+		if (!OidIsValid(relid) || relid == protected_relid)
+		{
+			protected_relid = InvalidOid;
+			protected_pkey = InvalidOid;
+		}
+		return;
+	}
 	if (!OidIsValid(relid) || relid == protected_relid)
 	{
 		/* everything, or fencing.protected itself (also: dropped) */
 		protected_relid = InvalidOid;
 		protected_pkey = InvalidOid;
+		protections_valid = false;
 	}
-	else if (watched == NULL ||
-			 hash_search(watched, &relid, HASH_FIND, NULL) == NULL)
-		return;
-	/* emptied at the next look-up: never free memory inside a callback */
-	cache_stale = true;
-	cache_generation++;
+	else if (protections_valid &&
+			 hash_search(protections, &relid, HASH_FIND, NULL) != NULL)
+		protections_valid = false;	/* rebuilt at the next look-up */
 }
 
 /* Register the relcache callback; called from _PG_init. */
@@ -92,32 +116,11 @@ FencingProtectionInit(void)
 	CacheRegisterRelcacheCallback(InvalidateProtections, (Datum) 0);
 }
 
-/* Empty the cache of this backend (after writing fencing.protected). */
+/* Forget the set in this backend (after writing fencing.protected). */
 void
 FencingProtectionReset(void)
 {
 	InvalidateProtections((Datum) 0, InvalidOid);
-}
-
-/* Create (or empty) the two hash tables. */
-static void
-ResetCache(void)
-{
-	HASHCTL		ctl;
-
-	if (protection_cache != NULL)
-		hash_destroy(protection_cache);
-	if (watched != NULL)
-		hash_destroy(watched);
-	ctl.keysize = sizeof(Oid);
-	ctl.entrysize = sizeof(ProtectionEntry);
-	ctl.hcxt = CacheMemoryContext;
-	protection_cache = hash_create("fencing protections", 64, &ctl,
-								   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	ctl.entrysize = sizeof(Oid);
-	watched = hash_create("fencing watched relations", 64, &ctl,
-						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	cache_stale = false;
 }
 
 /*
@@ -177,86 +180,78 @@ FetchProtectedRow(Relation rel, Oid pkey, Oid relid)
 	return tup;
 }
 
-/* Is relid itself named in fencing.protected (rel, with index pkey)? */
-static bool
-IsListed(Relation rel, Oid pkey, Oid relid)
-{
-	HeapTuple	tup = FetchProtectedRow(rel, pkey, relid);
-
-	if (tup == NULL)
-		return false;
-	heap_freetuple(tup);
-	return true;
-}
-
 /*
- * The parents of relid, in pg_inherits order (partitions have one).
- * Detach-pending links count: the partition is still attached to readers.
+ * Build the set: every table named in fencing.protected (read with a fresh
+ * MVCC snapshot, as no particular role), then their partitions and
+ * inheritance children at any level (detach-pending ones included: they
+ * are still attached for readers).  A member reached from two protected
+ * tables keeps the first; protect() and the DDL guard keep a tree to one.
  */
-static List *
-Parents(Oid relid)
+static void
+BuildProtections(Oid table)
 {
-	Relation	inh;
-	ScanKeyData key;
+	HASHCTL		ctl;
+	Relation	rel;
 	SysScanDesc scan;
 	HeapTuple	tup;
-	List	   *result = NIL;
+	List	   *listed = NIL;
+	ListCell   *lc;
+	bool		found;
 
-	inh = table_open(InheritsRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(relid));
-	scan = systable_beginscan(inh, InheritsRelidSeqnoIndexId, true, NULL, 1, &key);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
-		result = lappend_oid(result, ((Form_pg_inherits) GETSTRUCT(tup))->inhparent);
-	systable_endscan(scan);
-	table_close(inh, AccessShareLock);
-	return result;
-}
+	if (protections != NULL)
+		hash_destroy(protections);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(ProtectionEntry);
+	ctl.hcxt = CacheMemoryContext;
+	protections = hash_create("fencing protections", 64, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
-/*
- * Compute the answer for relid: itself, else the nearest listed ancestor
- * (breadth first).  *seen receives relid and every ancestor looked at.
- */
-static Oid
-ComputeProtectedBy(Oid table, Oid pkey, Oid relid, List **seen)
-{
-	Relation	rel;
-	List	   *queue;
-	Oid			result = InvalidOid;
-	int			i;
-
-	/* the callback may forget the OIDs while we look: keep our copies */
 	rel = table_open(table, AccessShareLock);
-	*seen = list_make1_oid(relid);
-	if (IsListed(rel, pkey, relid))
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
-		table_close(rel, AccessShareLock);
-		return relid;
-	}
-	queue = Parents(relid);
-	/* a bounded walk: pg_inherits has no cycles, but be safe */
-	for (i = 0; i < list_length(queue) && i < 10000; i++)
-	{
-		Oid			parent = list_nth_oid(queue, i);
+		bool		isnull;
+		Oid			relid = DatumGetObjectId(heap_getattr(tup, 1, RelationGetDescr(rel),
+														  &isnull));
 
-		if (list_member_oid(*seen, parent))
-			continue;
-		*seen = lappend_oid(*seen, parent);
-		if (IsListed(rel, pkey, parent))
-		{
-			result = parent;
-			break;
-		}
-		queue = list_concat(queue, Parents(parent));
+		if (!isnull)
+			listed = lappend_oid(listed, relid);
 	}
+	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	return result;
+
+	foreach(lc, listed)
+	{
+		Oid			relid = lfirst_oid(lc);
+		ProtectionEntry *entry = hash_search(protections, &relid, HASH_ENTER, &found);
+
+		entry->through = relid;
+	}
+	foreach(lc, listed)
+	{
+		Oid			relid = lfirst_oid(lc);
+		ListCell   *lm;
+
+		/* a table dropped by this very command is still listed (sql_drop) */
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) ||
+			!has_subclass(relid))
+			continue;
+		foreach(lm, find_all_inheritors(relid, NoLock, NULL))
+		{
+			Oid			member = lfirst_oid(lm);
+			ProtectionEntry *entry = hash_search(protections, &member, HASH_ENTER, &found);
+
+			if (!found)
+				entry->through = relid;
+		}
+	}
+	list_free(listed);
 }
 
 /*
  * The table named in fencing.protected that protects relid: relid itself,
- * or its nearest protected partition or inheritance ancestor.  InvalidOid
- * when relid is not protected, or the extension's catalog is missing.
+ * or its protected partition or inheritance ancestor.  InvalidOid when
+ * relid is not protected, or the extension's catalog is missing.
  *
  * This is the one-line question for every module: "is relid protected,
  * and through which table?".
@@ -265,39 +260,31 @@ Oid
 FencingProtectedBy(Oid relid)
 {
 	ProtectionEntry *entry;
-	List	   *seen;
-	ListCell   *lc;
-	uint64		generation;
-	Oid			table = FencingProtectedTableOid();
-	Oid			pkey = protected_pkey;
-	Oid			through;
-	bool		found;
+	Oid			table;
 
-	if (!OidIsValid(relid) || !OidIsValid(table))
+	if (!OidIsValid(relid))
 		return InvalidOid;
-	if (protection_cache == NULL || cache_stale)
-		ResetCache();
-	entry = hash_search(protection_cache, &relid, HASH_FIND, NULL);
-	if (entry != NULL)
-		return entry->through;
-
-	generation = cache_generation;
-	through = ComputeProtectedBy(table, pkey, relid, &seen);
-
-	/* an invalidation that arrived meanwhile may concern this answer */
-	if (generation == cache_generation && !cache_stale)
+	table = FencingProtectedTableOid();
+	if (!OidIsValid(table))
+		return InvalidOid;
+	if (!protections_valid)
 	{
-		entry = hash_search(protection_cache, &relid, HASH_ENTER, &found);
-		entry->through = through;
-		foreach(lc, seen)
+		building = true;
+		invalidated_while_building = false;
+		PG_TRY();
 		{
-			Oid			r = lfirst_oid(lc);
-
-			(void) hash_search(watched, &r, HASH_ENTER, &found);
+			BuildProtections(table);
 		}
+		PG_FINALLY();
+		{
+			building = false;
+		}
+		PG_END_TRY();
+		/* answer from what was built; build again next time if it moved */
+		protections_valid = !invalidated_while_building;
 	}
-	list_free(seen);
-	return through;
+	entry = hash_search(protections, &relid, HASH_FIND, NULL);
+	return entry ? entry->through : InvalidOid;
 }
 
 /*
