@@ -11,7 +11,8 @@ MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
 OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 
-OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o src/ddl_guard.o src/protection.o
+OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
+	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
 OBJS_STATS = src/stats.o
 
@@ -19,7 +20,9 @@ OBJS_IDEM = src/idempotency.o
 
 OBJS_LEASE = src/lease.o
 
-OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE)
+OBJS_CITUS = src/citus.o
+
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE) $(OBJS_CITUS)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
@@ -27,7 +30,8 @@ DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
 
-REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass guard_ddl \
+REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
+	guard_paths guard_privileges guard_bypass guard_ddl \
 	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy
 
 REGRESS_STATS = stats
@@ -43,7 +47,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race ddl_guard_race ddl_guard_locks
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race ddl_guard_race ddl_guard_locks
 
 ISOLATION_IDEM = idem_begin_race idem_resume_race
 

@@ -238,6 +238,12 @@ ROLLBACK;
 SELECT relid, guard_intact, problem FROM fencing.protected_tables ORDER BY relid::text;
 DROP TABLE h CASCADE;
 DROP FUNCTION noop();
+-- the fences of a dropped table stay in its scope's storage, whose key
+-- columns have the table's types: a cascade cannot drop them either
 DROP TABLE wallets;
+DROP TYPE tier CASCADE;
+\echo :LAST_ERROR_SQLSTATE
+SELECT key, fence FROM fencing.scopes WHERE scope_name = 'public.wallets';
+SELECT fencing.reset_scope('public.wallets');
 DROP TYPE tier;
 DROP DOMAIN account_id;

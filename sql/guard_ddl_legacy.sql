@@ -12,7 +12,27 @@ SET client_min_messages = warning;
 CREATE EXTENSION fencing VERSION '1.0';
 CREATE TABLE ledger (id int, account text NOT NULL, fence fencing.fence);
 INSERT INTO ledger VALUES (1, 'a', '0:10');
-SELECT fencing.protect('ledger', key_columns => '{account}');
+-- what 1.0's protect() left behind (the 1.1 library refuses protect() on
+-- 1.0 objects), written the way pg_restore writes it: the catalog rows,
+-- then the triggers, then ENABLE ALWAYS; the DDL guard lets that through
+INSERT INTO fencing.protected (relid, fence_column, key_columns, strict, scope_name)
+    VALUES ('ledger', 'fence', '{account}', true, 'public.ledger');
+INSERT INTO fencing.scopes VALUES ('public.ledger', '["a"]', '0:10');
+CREATE TRIGGER zz_fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON ledger
+    FOR EACH ROW EXECUTE FUNCTION fencing.guard();
+CREATE TRIGGER zz_fencing_truncate BEFORE TRUNCATE ON ledger
+    FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate();
+ALTER TABLE ledger ENABLE ALWAYS TRIGGER zz_fencing_guard;
+ALTER TABLE ledger ENABLE ALWAYS TRIGGER zz_fencing_truncate;
+-- ... but not a guard trigger of another shape
+CREATE TABLE other (id int, fence fencing.fence);
+INSERT INTO fencing.protected (relid, fence_column, key_columns, strict, scope_name)
+    VALUES ('other', 'fence', NULL, true, 'public.other');
+CREATE TRIGGER zz_fencing_guard BEFORE UPDATE ON other
+    FOR EACH ROW EXECUTE FUNCTION fencing.guard();
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM fencing.protected WHERE relid = 'other'::regclass;
+DROP TABLE other;
 CREATE FUNCTION let_through() RETURNS trigger LANGUAGE plpgsql
     AS $$ BEGIN RETURN COALESCE(NEW, OLD); END $$;
 CREATE OR REPLACE TRIGGER zz_fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON ledger

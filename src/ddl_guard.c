@@ -67,6 +67,7 @@
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
+#include "commands/extension.h"
 #include "commands/tablecmds.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -772,8 +773,13 @@ GuardMembers(Oid root, void *arg pg_attribute_unused())
 							" BEFORE TRUNCATE ON %s"
 							" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 							qname));
-		RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER
-						", ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER, qname));
+		/* citus: one trigger per ALTER TABLE, as Citus requires */
+		if (!row.shaped || row.enabled != TRIGGER_FIRES_ALWAYS)
+			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+							qname));
+		if (!trunc.shaped || trunc.enabled != TRIGGER_FIRES_ALWAYS)
+			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+							qname));
 		FencingRestoreUser(&saved);
 	}
 }
@@ -1097,6 +1103,29 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 }
 
 /*
+ * Would this CREATE TRIGGER make exactly the guard trigger of its name, as
+ * protect() (and pg_restore) make it?  The parse tree's view of what
+ * HasGuardShape() checks in the catalog, for the check at the start.
+ */
+static bool
+StmtHasGuardShape(CreateTrigStmt *stmt)
+{
+	bool		row = strcmp(stmt->trigname, FENCING_GUARD_TRIGGER) == 0;
+	Oid			fn;
+
+	if (stmt->isconstraint || stmt->columns != NIL || stmt->whenClause != NULL ||
+		stmt->args != NIL || stmt->transitionRels != NIL ||
+		stmt->timing != TRIGGER_TYPE_BEFORE || stmt->row != row)
+		return false;
+	if (stmt->events != (row ? (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_DELETE |
+								TRIGGER_TYPE_UPDATE) : TRIGGER_TYPE_TRUNCATE))
+		return false;
+	fn = LookupFuncName(stmt->funcname, 0, NULL, true);
+	return OidIsValid(fn) &&
+		IsFencingCFunction(fn, row ? "fencing_guard" : "fencing_guard_truncate");
+}
+
+/*
  * CREATE TRIGGER: refuse replacing a guard trigger, and a BEFORE ROW
  * trigger firing after the guard, on every protected table it reaches
  * (a partitioned table's row triggers are cloned to its partitions).
@@ -1129,6 +1158,14 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 			continue;
 		if (stmt->replace && IsGuardName(stmt->trigname))
 			CheckGuardTriggerDdl(member, p, stmt->trigname, "replace");
+		if (IsGuardName(stmt->trigname) && !StmtHasGuardShape(stmt))
+			ReportGuardAltered(member, p,
+							   psprintf("trigger \"%s\" would not be the fencing guard", stmt->trigname),
+							   NULL,
+							   psprintf("a trigger named \"%s\" on it must be the guard that protect() installs, calling fencing.%s().",
+										stmt->trigname,
+										strcmp(stmt->trigname, FENCING_GUARD_TRIGGER) == 0 ?
+										"guard" : "guard_truncate"));
 		if (late)
 			ReportLateTrigger(member, p, stmt->trigname);
 		if (phase == PHASE_END)
@@ -1391,6 +1428,7 @@ fencing_ddl_guard_start(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	trigdata = (EventTriggerData *) fcinfo->context;
 	parsetree = trigdata->parsetree;
+	FencingCitusDdlGuardStart(parsetree);	/* citus: shards (citus.c) */
 
 	switch (nodeTag(parsetree))
 	{
@@ -1628,6 +1666,20 @@ fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
 
 			if (list_member_oid(dropped_rels, obj->objid) || list_length(obj->names) < 3)
 				continue;
+			/*
+			 * A column of a scope's storage table (fencing.scope_<n>): its
+			 * key columns have the protected tables' types, so DROP TYPE,
+			 * DROP DOMAIN or DROP COLLATION ... CASCADE by the type's owner
+			 * would drop a key column of someone else's fences.
+			 */
+			if (!creating_extension &&
+				get_rel_namespace(obj->objid) == get_namespace_oid("fencing", true))
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+						 errmsg("cannot drop column \"%s\" of fencing table \"%s\"",
+								(char *) llast(obj->names), RelName(obj->objid)),
+						 errdetail("The table keeps fences of the extension fencing."),
+						 errhint("A scope that no protected table uses can be dropped whole with fencing.reset_scope().")));
 			p = ProtectionOf(obj->objid);
 			if (p != NULL)
 				CheckKeyOrFence(obj->objid, p, llast(obj->names), "drop");

@@ -8,7 +8,8 @@
  * Written in C rather than as a SECURITY DEFINER function because two
  * identities are needed: the caller's, to check that the caller owns the
  * table and to create the triggers; and the extension owner's, to write
- * fencing.protected and fencing.scopes, which no other role may write.
+ * fencing.protected and the scope storage (scope_storage.c), which no
+ * other role may write.
  *
  *-------------------------------------------------------------------------
  */
@@ -93,66 +94,6 @@ IsProtected(Oid relid)
 		elog(ERROR, "could not read fencing.protected: %s",
 			 SPI_result_code_string(rc));
 	return SPI_processed > 0;
-}
-
-/*
- * A scope's fences belong to the owners of its tables: protecting another
- * table under a scope_name already used by a table the caller does not own
- * (or equal to the name of such a table, its default scope name) would let
- * the caller raise that table's fences out of its writers' reach.  Runs
- * inside SPI.
- */
-static void
-CheckScopeOwnership(Oid relid, const char *scope_name)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(scope_name)};
-	List	   *names = NIL;
-	uint64		i;
-	int			rc;
-
-	rc = SPI_execute_with_args("SELECT relid::pg_catalog.oid FROM fencing.protected "
-							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, values, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		Oid			other = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-														   SPI_tuptable->tupdesc, 1,
-														   &isnull));
-
-		if (other != relid && !FencingOwnsRelation(other, GetUserId()))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
-					 errdetail("The scope is used by table \"%s\", which you do not own.",
-							   get_rel_name(other)),
-					 errhint("Choose another scope_name.")));
-	}
-
-	/* a scope_name spelling another relation's name is that table's default */
-	if (SplitIdentifierString(pstrdup(scope_name), '.', &names) &&
-		list_length(names) >= 1 && list_length(names) <= 3)
-	{
-		List	   *qualified = NIL;
-		ListCell   *lc;
-		Oid			other;
-
-		foreach(lc, names)
-			qualified = lappend(qualified, makeString(lfirst(lc)));
-		other = RangeVarGetRelid(makeRangeVarFromNameList(qualified), NoLock, true);
-
-		if (OidIsValid(other) && other != relid &&
-			!FencingOwnsRelation(other, GetUserId()))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
-					 errdetail("The scope name is the name of table \"%s\", which you do not own.",
-							   get_rel_name(other)),
-					 errhint("Choose another scope_name.")));
-	}
 }
 
 /*
@@ -251,9 +192,11 @@ InstallTriggers(Oid relid, void *arg)
 	ListCell   *lc;
 
 	DropTrigger(relid, FENCING_GUARD_TRIGGER);
+	/* citus: a distributed table's guard carries its settings (citus.c) */
 	RunSql(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
 					" BEFORE INSERT OR UPDATE OR DELETE ON %s"
-					" FOR EACH ROW EXECUTE FUNCTION fencing.guard()", qname),
+					" FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)", qname,
+					FencingCitusGuardArgs(relid)),
 		   SPI_OK_UTILITY);
 
 	/*
@@ -271,9 +214,16 @@ InstallTriggers(Oid relid, void *arg)
 						" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 						qpart),
 			   SPI_OK_UTILITY);
-		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER
-						", ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER, qpart),
-			   SPI_OK_UTILITY);
+		/*
+		 * citus: one trigger per ALTER TABLE, as Citus requires; and a
+		 * partition's guard is a clone, enabled with its parent's, which
+		 * Citus would look for under another name on the shards.
+		 */
+		if (lfirst_oid(lc) == relid || FencingCitusGuardArgs(relid)[0] == '\0')
+			RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+							qpart), SPI_OK_UTILITY);
+		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+						qpart), SPI_OK_UTILITY);
 	}
 }
 
@@ -296,6 +246,9 @@ RemoveTriggers(Oid relid, void *arg)
 void
 RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 {
+	/* citus: Citus refuses trigger DDL on its tables unless told (citus.c) */
+	int			citus_level = FencingCitusBeginTriggerDdl(relid);
+
 	FencingDdlGuardSuspended = true;
 	PG_TRY();
 	{
@@ -306,132 +259,7 @@ RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 		FencingDdlGuardSuspended = false;
 	}
 	PG_END_TRY();
-}
-
-/*
- * ddlguard: SeedScopes generalised to a source table (issue 10).
- *
- * Advance the key or table scope fences of protected_relid (named in
- * fencing.protected) to the highest fence among the rows of source_relid
- * (and its partitions or inheritance children) of each key, so that a
- * write older than a fence already stored in a row is refused from the
- * start: protect() seeds from the table itself, ATTACH PARTITION and
- * INHERIT from the table that joins.  Reads the rows as the caller, writes
- * fencing.scopes as the extension owner.  Row scope: nothing to do.
- */
-void
-SeedScopesFrom(Oid protected_relid, Oid source_relid)
-{
-	StringInfoData sql;
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, FencingTypeOid()};
-	Oid			settype[1] = {OIDOID};
-	Datum		setval[1] = {ObjectIdGetDatum(protected_relid)};
-	SPIPlanPtr	upsert;
-	Portal		portal;
-	FencingSavedUser saved;
-	Oid			relid = source_relid;
-	Datum	   *keynames;
-	int			nkeys;
-	char	   *fence_column;
-	char	   *scope_name;
-	bool		isnull;
-	Datum		keys;
-	int			src;
-	int			i;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	FencingBecomeOwner(&saved);
-	src = SPI_execute_with_args("SELECT fence_column, key_columns, scope_name "
-							   "FROM fencing.protected WHERE relid OPERATOR(pg_catalog.=) $1",
-							   1, settype, setval, NULL, false, 1);
-	FencingRestoreUser(&saved);
-	if (src != SPI_OK_SELECT)
-		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(src));
-	if (SPI_processed == 0)
-	{
-		SPI_finish();
-		return;
-	}
-	keys = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	if (isnull)
-	{
-		SPI_finish();			/* row scope */
-		return;
-	}
-	fence_column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	scope_name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-	deconstruct_array(DatumGetArrayTypeP(keys), NAMEOID, NAMEDATALEN, false,
-					  TYPALIGN_CHAR, &keynames, NULL, &nkeys);
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT ");
-	for (i = 0; i < nkeys; i++)
-		appendStringInfo(&sql, "%s, ", quote_identifier(NameStr(*DatumGetName(keynames[i]))));
-	appendStringInfo(&sql, "fencing.max(%s) FROM %s",
-					 quote_identifier(fence_column), QualifiedName(relid));
-	if (nkeys > 0)
-	{
-		appendStringInfoString(&sql, " GROUP BY ");
-		for (i = 0; i < nkeys; i++)
-			appendStringInfo(&sql, "%s%d", i > 0 ? ", " : "", i + 1);
-	}
-
-	upsert = SPI_prepare("INSERT INTO fencing.scopes AS s (scope_name, key, fence) "
-						 "VALUES ($1, $2, $3) ON CONFLICT (scope_name, key) "
-						 "DO UPDATE SET fence = EXCLUDED.fence "
-						 "WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence",
-						 3, argtypes);
-	if (upsert == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-
-	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, true, 0);
-	for (;;)
-	{
-		uint64		row;
-
-		SPITupleTable *batch;
-		uint64		nrows;
-
-		SPI_cursor_fetch(portal, true, 1000);
-		/* the upserts below replace SPI_tuptable: keep the batch */
-		batch = SPI_tuptable;
-		nrows = SPI_processed;
-		if (nrows == 0)
-			break;
-		for (row = 0; row < nrows; row++)
-		{
-			HeapTuple	tup = batch->vals[row];
-			TupleDesc	desc = batch->tupdesc;
-			Datum	   *values = palloc(sizeof(Datum) * (nkeys + 1));
-			bool	   *nulls = palloc(sizeof(bool) * (nkeys + 1));
-			Oid		   *types = palloc(sizeof(Oid) * (nkeys + 1));
-			Datum		args[3];
-			bool		fence_null;
-			int			rc;
-
-			for (i = 0; i <= nkeys; i++)
-			{
-				values[i] = SPI_getbinval(tup, desc, i + 1, &nulls[i]);
-				types[i] = SPI_gettypeid(desc, i + 1);
-			}
-			fence_null = nulls[nkeys];
-			if (fence_null)
-				continue;
-			args[0] = CStringGetTextDatum(scope_name);
-			args[1] = CStringGetTextDatum(ScopeKeyFromValues(nkeys, values, nulls, types));
-			args[2] = values[nkeys];
-			FencingBecomeOwner(&saved);
-			rc = SPI_execute_plan(upsert, args, NULL, false, 0);
-			FencingRestoreUser(&saved);
-			if (rc != SPI_OK_INSERT)
-				elog(ERROR, "could not seed fencing.scopes: %s",
-					 SPI_result_code_string(rc));
-		}
-		SPI_freetuptable(batch);
-	}
-	SPI_cursor_close(portal);
-	SPI_finish();
+	FencingCitusEndTriggerDdl(citus_level); /* citus */
 }
 
 /* Invalidate the cached guard settings of every relation of the tree. */
@@ -463,6 +291,8 @@ fencing_protect(PG_FUNCTION_ARGS)
 	List	   *tree;
 	ListCell   *lc;
 	FencingSavedUser saved;
+	AttrNumber	key_attnums[INDEX_MAX_KEYS];
+	const char *key_names[INDEX_MAX_KEYS];
 	int			i;
 
 	if (PG_ARGISNULL(0))
@@ -510,7 +340,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 			const char *name = NameStr(*DatumGetName(keynames[i]));
 			int			j;
 
-			CheckColumn(rel, name, false);
+			key_attnums[i] = CheckColumn(rel, name, false);
+			key_names[i] = name;
+			CheckKeyColumnType(rel, key_attnums[i], name);
 			if (strcmp(name, fence_column) == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -529,11 +361,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	else
 	{
 		scope_name = text_to_cstring(PG_GETARG_TEXT_PP(4));
-		if (scope_name[0] == '\0')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("scope_name must not be empty"),
-					 errhint("Pass NULL to use the table's qualified name.")));
+		CheckScopeName(scope_name);
 	}
 
 	/* the lease every write must hold (see lease.c); need not exist yet */
@@ -552,11 +380,17 @@ fencing_protect(PG_FUNCTION_ARGS)
 
 	tree = RelationTree(rel);
 
+	/* citus: refuse what cannot hold across shards (citus.c) */
+	FencingCitusCheckProtect(rel, fence_column, nkeys, keynames, strict, scope_name, lease);
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	CheckScopeOwnership(relid, scope_name);
 	CheckNoLateTriggers(tree);
+
+	/* key and table scope: the scope's storage, the caller's to use */
+	if (nkeys >= 0)
+		(void) ScopeStorageFor(scope_name, rel, nkeys, key_attnums, key_names);
 
 	/* one protection per partition tree */
 	if (rel->rd_rel->relispartition)
@@ -620,9 +454,12 @@ fencing_protect(PG_FUNCTION_ARGS)
 	}
 	FencingRestoreUser(&saved);
 
-	SeedScopesFrom(relid, relid);	/* ddlguard: generalised SeedScopes */
-
 	SPI_finish();
+
+	/* a write older than a fence already in a row is refused from now on */
+	if (nkeys >= 0)
+		SeedScopesFrom(relid, relid);
+
 	InvalidateTree(tree);
 	PG_RETURN_VOID();
 }

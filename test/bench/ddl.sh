@@ -2,8 +2,9 @@
 # test/bench/ddl.sh: what the DDL guard costs DDL on tables nobody
 # protected (issue 10, point 6: target <= 1.05x).
 #
-#   sudo bash test/bench/ddl.sh            5 rounds x 200 iterations per script
-#   sudo bash test/bench/ddl.sh --quick    1 round x 50 iterations
+#   sudo bash test/bench/ddl.sh              5 rounds x 200 iterations per script
+#   sudo bash test/bench/ddl.sh --quick      1 round x 50 iterations
+#   sudo bash test/bench/ddl.sh --callgrind  also count instructions (valgrind)
 #
 # Builds without assertions, starts one throwaway cluster (fencing
 # preloaded) with two databases made alike: "plain" without the extension,
@@ -17,6 +18,12 @@
 # ratio fenced/plain of the backend's CPU time and of the wall time per
 # iteration, per round and their medians.  Reports; never fails on timing.
 #
+# On a shared, busy machine both clocks are noisy; --callgrind adds a
+# measure that is not: the server runs under valgrind --tool=callgrind, and
+# the instructions each backend executes for 5 and for 25 iterations give
+# the instructions of one iteration (the difference over 20, which leaves
+# out connection start-up), fenced against plain.
+#
 # Environment: FENCING_BENCH_ROUNDS (5), FENCING_BENCH_ITERATIONS (200).
 
 set -u
@@ -27,10 +34,12 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 rounds=${FENCING_BENCH_ROUNDS:-5}
+callgrind=
 for arg in "$@"; do
     case $arg in
     --quick) rounds=1 FENCING_BENCH_ITERATIONS=50 ;;
-    *) fencing_die "unknown argument $arg (use --quick)" ;;
+    --callgrind) callgrind=1 ;;
+    *) fencing_die "unknown argument $arg (use --quick or --callgrind)" ;;
     esac
 done
 
@@ -120,3 +129,43 @@ for script in ddl_mix.sql ddl_temp.sql; do
 done
 echo
 printf '%s\n' "${results[@]}"
+
+[ -n "$callgrind" ] || exit 0
+command -v valgrind >/dev/null || fencing_die "--callgrind needs valgrind (apt-get install valgrind)"
+fencing_log "instruction counts under callgrind (slow)"
+cg_out=$FENCING_WORK/callgrind
+mkdir -p "$cg_out" && chown postgres: "$cg_out"
+fencing_cluster_stop "$PGDATA"
+printf '#!/bin/sh\nexec valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=%s/cg.%%p %s/postgres "$@"\n' \
+    "$cg_out" "$FENCING_BINDIR" >"$FENCING_WORK/postgres-callgrind"
+chmod 755 "$FENCING_WORK/postgres-callgrind"
+fencing_as_postgres "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -p "$FENCING_WORK/postgres-callgrind" \
+    -l "$PGHOST/server-callgrind.log" -t 600 -w start >/dev/null || fencing_die "the server did not start under callgrind"
+# the instructions of the backend that ran the script n times
+instructions() {
+    local db=$1 script=$2 n=$3 file=$FENCING_WORK/cg-$2-$3.sql pid
+    if [ ! -f "$file" ]; then
+        {
+            echo 'SELECT pg_backend_pid();'
+            for i in $(seq 1 "$n"); do
+                grep -v '^\\set\|^--' "$scripts/$script" | sed 's/:c\b/1/g'
+            done
+        } >"$file"
+        chown postgres: "$file"
+    fi
+    pid=$(fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -f "$file" | head -1)
+    for i in $(seq 1 30); do
+        grep -q '^totals:\|^summary:' "$cg_out/cg.$pid" 2>/dev/null && break
+        sleep 1
+    done
+    sed -n 's/^\(totals\|summary\): *\([0-9]*\).*/\2/p' "$cg_out/cg.$pid" | head -1
+}
+for script in ddl_mix.sql ddl_temp.sql; do
+    for db in plain fenced; do
+        a=$(instructions "$db" "$script" 5)
+        b=$(instructions "$db" "$script" 25)
+        eval "ir_$db=\$(( (b - a) / 20 ))"
+    done
+    printf '%-13s instructions per iteration: plain %d, fenced %d, ratio %s (target <= 1.05)\n' \
+        "$script" "$ir_plain" "$ir_fenced" "$(awk -v f="$ir_fenced" -v p="$ir_plain" 'BEGIN { printf "%.3f", f / p }')"
+done
