@@ -1043,6 +1043,12 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 
 		if (!IsTreeSubcommand(cmd))
 			continue;
+		/* ATTACH/DETACH: the parent is relid, a hash probe says enough */
+		if ((cmd->subtype == AT_AttachPartition ||
+			 cmd->subtype == AT_DetachPartition ||
+			 cmd->subtype == AT_DetachPartitionFinalize) &&
+			!OidIsValid(FencingProtectedBy(relid)))
+			continue;
 		other = TreeSubcommandOther(cmd);
 		if (!OidIsValid(other))
 			continue;
@@ -1139,7 +1145,8 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 
 	late = stmt->row && stmt->timing == TRIGGER_TYPE_BEFORE &&
 		FiresAfterGuard(stmt->trigname) && !IsGuardName(stmt->trigname);
-	if (phase == PHASE_START && !late && !IsGuardName(stmt->trigname))
+	/* any other trigger cannot get past the guard: nothing to look at */
+	if (!late && !IsGuardName(stmt->trigname))
 		return;
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid))
@@ -1202,8 +1209,8 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 
 	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER)
 		return;
-	if (stmt->renameType == OBJECT_TRIGGER && phase == PHASE_START &&
-		!IsGuardName(stmt->subname) && !FiresAfterGuard(stmt->newname))
+	if (stmt->renameType == OBJECT_TRIGGER && !IsGuardName(stmt->subname) &&
+		!IsGuardName(stmt->newname) && !FiresAfterGuard(stmt->newname))
 		return;
 	if (stmt->relation == NULL)
 		return;
@@ -1430,13 +1437,21 @@ fencing_ddl_guard_start(PG_FUNCTION_ARGS)
 	parsetree = trigdata->parsetree;
 	FencingCitusDdlGuardStart(parsetree);	/* citus: shards (citus.c) */
 
+	/* 1.0's ddl_command_end fired for ALTER TABLE: ask only for the others */
 	switch (nodeTag(parsetree))
 	{
 		case T_AlterTableStmt:
+			if (((AlterTableStmt *) parsetree)->objtype != OBJECT_FOREIGN_TABLE)
+				break;
+			/* FALLTHROUGH */
 		case T_CreateTrigStmt:
-		case T_RenameStmt:
 		case T_AlterObjectDependsStmt:
 			if (!EndTriggerFires(trigdata->tag))
+				LockLikeTheCommand(parsetree);
+			break;
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_TRIGGER &&
+				!EndTriggerFires(trigdata->tag))
 				LockLikeTheCommand(parsetree);
 			break;
 		default:

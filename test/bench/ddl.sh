@@ -52,11 +52,13 @@ cp -a "$here/scripts" "$scripts"
 chown -R postgres: "$scripts"
 
 psql_as() { fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 "$@"; }
-for db in plain fenced; do
-    psql_as -d postgres -c "CREATE DATABASE $db" >/dev/null
-    psql_as -d "$db" -c "CREATE FUNCTION bench_noop() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RETURN NEW; END \$\$" >/dev/null
-done
-psql_as -d fenced >/dev/null <<'SQL'
+# make_db NAME [fenced]: a database for the scripts, with the extension
+# and a few protected tables when fenced
+make_db() {
+    psql_as -d postgres -c "CREATE DATABASE $1" >/dev/null
+    psql_as -d "$1" -c "CREATE FUNCTION bench_noop() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN RETURN NEW; END \$\$" >/dev/null
+    [ "${2:-}" = fenced ] || return 0
+    psql_as -d "$1" >/dev/null <<'SQL'
 CREATE EXTENSION fencing;
 DO $$
 BEGIN
@@ -74,6 +76,12 @@ CREATE TABLE guarded_inh (id int, fence fencing.fence);
 CREATE TABLE guarded_inh_1 () INHERITS (guarded_inh);
 SELECT fencing.protect('guarded_inh');
 SQL
+}
+make_db plain
+make_db fenced fenced
+# untouched copies for the instruction counts (catalog bloat from the
+# timed rounds would weigh on the later runs)
+[ -n "$callgrind" ] && { make_db plain_tpl; make_db fenced_tpl fenced; }
 fencing_log "fenced: $(psql_as -At -d fenced -c 'SELECT count(*) FROM fencing.protected') protected tables"
 
 # One run: a psql session runs the script ITER times (autocommit, one
@@ -153,7 +161,9 @@ instructions() {
         } >"$file"
         chown postgres: "$file"
     fi
-    pid=$(fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -f "$file" | head -1)
+    # a fresh copy of the database for each count
+    psql_as -d postgres -c "DROP DATABASE IF EXISTS cg_run" -c "CREATE DATABASE cg_run TEMPLATE ${db}_tpl" >/dev/null
+    pid=$(fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -d cg_run -f "$file" | head -1)
     for i in $(seq 1 30); do
         grep -q '^totals:\|^summary:' "$cg_out/cg.$pid" 2>/dev/null && break
         sleep 1
