@@ -469,6 +469,10 @@ problems AS (
      WHERE (o.tgtype::pg_catalog.int4 OPERATOR(pg_catalog.&) 3) OPERATOR(pg_catalog.=) 3
        AND o.tgname::pg_catalog.text COLLATE "C" OPERATOR(pg_catalog.>) 'zz_fencing_guard'
        AND o.tgname OPERATOR(pg_catalog.<>) 'zz_fencing_truncate'
+       -- a guard itself may come later (Citus names a shard's guard_<shard>)
+       AND o.tgfoid OPERATOR(pg_catalog.<>) ALL (SELECT f.oid FROM fn f
+                                                  WHERE f.name OPERATOR(pg_catalog.=) 'guard'
+                                                    AND f.ours)
     UNION ALL
     -- the guard functions themselves
     SELECT p.relid,

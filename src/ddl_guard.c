@@ -391,8 +391,10 @@ VisitTriggerState(Form_pg_trigger trig, HeapTuple tup, void *arg)
 			st->misshapen = pstrdup(name);
 		return;
 	}
+	/* a guard itself may come later (Citus names a shard's guard_<shard>) */
 	if (st->late == NULL && TRIGGER_FOR_ROW(trig->tgtype) &&
-		TRIGGER_FOR_BEFORE(trig->tgtype) && FiresAfterGuard(name))
+		TRIGGER_FOR_BEFORE(trig->tgtype) && FiresAfterGuard(name) &&
+		!IsFencingCFunction(trig->tgfoid, "fencing_guard"))
 		st->late = pstrdup(name);
 }
 
@@ -483,7 +485,8 @@ VisitLateOnly(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *a
 
 	if (*late == NULL && !IsGuardName(NameStr(trig->tgname)) &&
 		TRIGGER_FOR_ROW(trig->tgtype) && TRIGGER_FOR_BEFORE(trig->tgtype) &&
-		FiresAfterGuard(NameStr(trig->tgname)))
+		FiresAfterGuard(NameStr(trig->tgname)) &&
+		!IsFencingCFunction(trig->tgfoid, "fencing_guard"))
 		*late = pstrdup(NameStr(trig->tgname));
 }
 

@@ -375,13 +375,13 @@ fencing_protect(PG_FUNCTION_ARGS)
 					 errhint("Pass NULL to protect the table without a lease.")));
 	}
 
-	/* ddlguard: columns the guard can trust, inheritance trees (issue 10) */
-	FencingCheckProtectable(rel, fence_column, nkeys, keynames);
-
 	tree = RelationTree(rel);
 
 	/* citus: refuse what cannot hold across shards (citus.c) */
 	FencingCitusCheckProtect(rel, fence_column, nkeys, keynames, strict, scope_name, lease);
+
+	/* ddlguard: columns the guard can trust, inheritance trees (issue 10) */
+	FencingCheckProtectable(rel, fence_column, nkeys, keynames);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
