@@ -383,6 +383,10 @@ fencing_protect(PG_FUNCTION_ARGS)
 	/* ddlguard: columns the guard can trust, inheritance trees (issue 10) */
 	FencingCheckProtectable(rel, fence_column, nkeys, keynames);
 
+	/* a lease of a role the table's owner acts for (lease.c) */
+	if (lease != NULL)
+		CheckLeaseForTable(lease, rel->rd_rel->relowner, rel);
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
@@ -512,6 +516,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 				 SPI_result_code_string(rc));
 	}
 	FencingRestoreUser(&saved);
+	FencingStatsForget(relid);
 
 	SPI_finish();
 	InvalidateTree(tree);
