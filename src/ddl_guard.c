@@ -1611,23 +1611,11 @@ static void
 ForgetProtections(List *relids)
 {
 	FencingSavedUser saved;
-<<<<<<< HEAD
 	ListCell   *lc;
-=======
-	int			rc;
-	uint64		i;
-
-	CheckEventTriggerCall(fcinfo, "ddl_guard_drop");
-
-	/* DROP EXTENSION fencing, DROP SCHEMA fencing CASCADE: nothing to do */
-	if (!OidIsValid(ProtectedTableOid()))
-		PG_RETURN_NULL();
->>>>>>> main
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	FencingBecomeOwner(&saved);
-<<<<<<< HEAD
 	foreach(lc, relids)
 	{
 		Oid			argtypes[1] = {OIDOID};
@@ -1640,31 +1628,11 @@ ForgetProtections(List *relids)
 		if (rc != SPI_OK_DELETE)
 			elog(ERROR, "could not forget dropped table: %s",
 				 SPI_result_code_string(rc));
+		/* its counters in fencing.stats go at commit */
+		if (SPI_processed > 0)
+			FencingStatsForget(lfirst_oid(lc));
 	}
 	FencingRestoreUser(&saved);
-=======
-	rc = SPI_execute("DELETE FROM fencing.protected p "
-					 "USING pg_catalog.pg_event_trigger_dropped_objects() d "
-					 "WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
-					 "AND d.objsubid OPERATOR(pg_catalog.=) 0 "
-					 "AND p.relid::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid "
-					 "RETURNING p.relid::pg_catalog.oid",
-					 false, 0);
-	FencingRestoreUser(&saved);
-	if (rc != SPI_OK_DELETE_RETURNING)
-		elog(ERROR, "could not forget dropped tables: %s",
-			 SPI_result_code_string(rc));
-	/* their counters in fencing.stats go at commit */
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		Datum		relid = SPI_getbinval(SPI_tuptable->vals[i],
-										  SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-			FencingStatsForget(DatumGetObjectId(relid));
-	}
->>>>>>> main
 	SPI_finish();
 	if (OidIsValid(FencingProtectedTableOid()))
 		CacheInvalidateRelcacheByRelid(FencingProtectedTableOid());
