@@ -12,7 +12,7 @@ MODULE_big = fencing
 OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
-	src/scopes_1_0.o src/guard.o src/ddl_guard.o
+	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
 OBJS_STATS = src/stats.o
 
@@ -33,7 +33,8 @@ DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
 REGRESS_CORE = fence_type fence_input advance
 
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
-	guard_paths guard_privileges guard_bypass guard_ddl
+	guard_paths guard_privileges guard_bypass guard_ddl \
+	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy
 
 REGRESS_STATS = stats stats_forget
 
@@ -48,7 +49,8 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race \
+	ddl_guard_race ddl_guard_locks
 
 ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
 
