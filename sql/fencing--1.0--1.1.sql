@@ -12,10 +12,16 @@
 -- qualifies every name (@extschema@, pg_catalog) as the 1.0 script does.
 
 ------------------------------------------------------------------------------
--- Hardening: typed scope storage, scope owners, guard health (issue 10)
+-- Hardening, part 1: typed scope storage and scope owners (issue 10)
 ------------------------------------------------------------------------------
 
--- (end of hardening section)
+-- (end of scope storage section)
+
+------------------------------------------------------------------------------
+-- Hardening, part 2: the DDL guard and the guard's health (issue 10)
+------------------------------------------------------------------------------
+
+-- (end of ddl guard section)
 
 ------------------------------------------------------------------------------
 -- Statistics and observability (issue 13)
