@@ -338,7 +338,8 @@ dpkg -c "$deb" | awk '{ print $1, $3, $6 }' | say
 #   initial-upload-closes-no-bugs: the first Debian revision of a package
 #     that is not uploaded to Debian: there is no ITP bug to close.
 lintian_ok="initial-upload-closes-no-bugs"
-runuser -u nobody -- env HOME=/tmp TMPDIR=/tmp lintian --info --display-info --pedantic \
+mkdir -p "$work/lintian" && chmod 777 "$work/lintian"
+runuser -u nobody -- env HOME="$work/lintian" TMPDIR="$work/lintian" lintian --info --display-info --pedantic \
     "$work/build/fencing_${debver}_${arch}.changes" "$work/build/fencing_$debver.dsc" >"$work/lintian.log" 2>&1
 lst=$?
 grep -E '^[EWIPX]: ' "$work/lintian.log" | say
@@ -535,8 +536,14 @@ killed_run() {      # killed_run SIGNAL: start a child, kill it once it is up
         sleep 1
     done
     [ -f "$ready" ] || { echo "child $pid never got ready"; cat "$work/child.$sig.log"; return 1; }
-    sleep 3             # installcheck is running by now
-    kill -0 "$pid" 2>/dev/null || { echo "child $pid ended before it was killed"; cat "$work/child.$sig.log"; return 1; }
+    # midway: once pg_regress runs in the child's process group
+    for i in $(seq 1 600); do
+        pgrep -g "$pid" -f 'pg_(isolation_)?regress' >/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    pgrep -g "$pid" -f 'pg_(isolation_)?regress' >/dev/null \
+        || { echo "child $pid: no installcheck running to interrupt"; cat "$work/child.$sig.log"; return 1; }
     echo "child $pid: package installed, cluster up, installcheck running; kill -$sig to its process group"
     kill "-$sig" -- "-$pid" 2>/dev/null
     for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
