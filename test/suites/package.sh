@@ -14,9 +14,10 @@
 # CREATE EXTENSION, a stale write rejected with SF001, `make installcheck`
 # against that cluster, the package's autopkgtest; then drop the cluster,
 # purge the package, and prove that no file it installed is left and that
-# the system is as it was found.  Last, the same run killed midway, with
-# SIGTERM (its trap cleans up) and with SIGKILL (the cleanup step that every
-# run starts with finds what it left and removes it).
+# the system is as it was found.  Last, this run again (given the package
+# built here) killed while its installcheck runs, with SIGTERM (its trap
+# cleans up) and with SIGKILL (the cleanup step that every run starts with
+# finds what it left and removes it).
 #
 # What it changes, and how it undoes it: before it installs the package or
 # creates a cluster it writes that down in a journal,
@@ -159,7 +160,7 @@ snapshot() {        # snapshot DIR
     { ls /var/lib/dpkg/info /usr/share/doc | grep -F "$PKG"
       grep -A2 -x "Package: $PKG" /var/lib/apt/extended_states
       ls "$JOURNAL_DIR" | grep '^fencing-package\.'
-      ls -d /tmp/fencing-package-child.*; } >"$d/traces" 2>/dev/null
+      ls -d /tmp/fencing-package.*; } >"$d/traces" 2>/dev/null
 }
 
 # Differences between two snapshots that this suite could have caused.
@@ -181,37 +182,7 @@ compare() {         # compare BEFORE AFTER
     return $bad
 }
 
-# --- the children: a run to interrupt ---
-
-# --child: install the package, create and start a cluster, then run
-# installcheck until killed (FENCING_PACKAGE_DEB, FENCING_PACKAGE_TREE,
-# FENCING_PACKAGE_READY given by the parent).
-child() {
-    trap cleanup EXIT
-    trap 'exit 143' TERM
-    trap 'exit 130' INT
-    local tree port c=fencing_pkg_$$
-    tree=$(mktemp -d /tmp/fencing-package-child.XXXXXX)
-    journal "dir $tree"
-    cp -a "$FENCING_PACKAGE_TREE/." "$tree/"
-    chown -R postgres: "$tree"
-    journal "package $PKG"
-    setsid -w "${APT[@]}" install "$FENCING_PACKAGE_DEB" >/dev/null 2>&1 || exit 1
-    PORT=$(fencing_free_port)
-    journal "cluster $V $c"
-    setsid -w pg_createcluster --start-conf=manual -p "$PORT" -o "shared_preload_libraries=fencing" \
-        -o fsync=off "$V" "$c" >/dev/null 2>&1 || exit 1
-    setsid -w pg_ctlcluster --skip-systemctl-redirect "$V" "$c" start || exit 1
-    echo ready >"$FENCING_PACKAGE_READY"
-    as_postgres env PGHOST=/var/run/postgresql PGPORT="$PORT" \
-        make -C "$tree" installcheck PG_CONFIG="$SYSBIN/pg_config" >/dev/null 2>&1
-    exit 0
-}
-
 case $MODE in
---child)
-    child
-    ;;
 --cleanup)
     [ "$(id -u)" -eq 0 ] || fencing_die "--cleanup needs root"
     lock
@@ -243,23 +214,32 @@ trap 'exit 143' TERM
 trap 'exit 130' INT
 trap 'exit 129' HUP
 
+# A run to be killed midway (steps 22-25) is this script again, given the
+# package built here (FENCING_PACKAGE_DEB, FENCING_PACKAGE_ZIP): it skips the
+# build and the lint, and says when its installcheck starts
+# (FENCING_PACKAGE_READY); all else, journal and trap included, is the same.
+NESTED=${FENCING_PACKAGE_DEB:+1}
+
 # 1. what an interrupted earlier run left behind goes first
-reaped=$(reap 2>&1)
-st=0
-ls "$JOURNAL_DIR"/fencing-package.*.journal >/dev/null 2>&1 && st=1
-if [ "$st" -eq 0 ] && [ -n "$(pkg_state "$PKG")" ]; then
-    echo "# $PKG is installed on this system, and not by this suite: left alone"
-    echo "1..0 # SKIP $PKG is installed here already (not by this suite)"
-    exit 0
+if [ -z "$NESTED" ]; then
+    reaped=$(reap 2>&1)
+    st=0
+    ls "$JOURNAL_DIR"/fencing-package.*.journal >/dev/null 2>&1 && st=1
+    if [ "$st" -eq 0 ] && [ -n "$(pkg_state "$PKG")" ]; then
+        echo "# $PKG is installed on this system, and not by this suite: left alone"
+        echo "1..0 # SKIP $PKG is installed here already (not by this suite)"
+        exit 0
+    fi
+    [ -n "$reaped" ] && echo "$reaped" | say
+    tap $st "no journal of an earlier run left (undone if there was one)"
 fi
-[ -n "$reaped" ] && echo "$reaped" | say
-tap $st "no journal of an earlier run left (undone if there was one)"
 
 work=$(mktemp -d /tmp/fencing-package.XXXXXX)
 chmod 755 "$work"
 if [ -n "${FENCING_KEEP:-}" ]; then echo "# scratch directory (kept): $work"; else journal "dir $work"; fi
 
 # 2. the build's tools
+if [ -z "$NESTED" ]; then
 common_ver=$(pkg_version postgresql-common)
 want=()
 for p in debhelper lintian postgresql-server-dev-all; do
@@ -279,6 +259,7 @@ for p in debhelper lintian postgresql-server-dev-all; do
     [ "$(pkg_state "$p")" = ii ] || { echo "# $p is not installed"; st=1; }
 done
 tap $st "build dependencies installed: debhelper $(pkg_version debhelper), postgresql-server-dev-all $(pkg_version postgresql-server-dev-all), lintian $(pkg_version lintian)"
+fi
 
 pg_before=$(pkg_version "postgresql-$V")
 snapshot "$work/before"
@@ -286,9 +267,9 @@ snapshot "$work/before"
 # 3. the clean export: make dist (git archive of HEAD), unpacked
 version=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$FENCING_ROOT/META.json")
 upstream=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$FENCING_ROOT/fencing.control")
-zip=$work/fencing-$version.zip
-make -s -C "$FENCING_ROOT" dist DISTDIR="$work" >"$work/dist.log" 2>&1
-st=$?
+zip=${FENCING_PACKAGE_ZIP:-$work/fencing-$version.zip}
+st=0
+[ -z "$NESTED" ] && { make -s -C "$FENCING_ROOT" dist DISTDIR="$work" >"$work/dist.log" 2>&1; st=$?; }
 unzip_to() {        # unzip_to DIR: the archive's tree as DIR
     rm -rf "$1" "$work/unzip" && python3 - "$zip" "$work/unzip" <<'EOF' && mv "$work/unzip/fencing-$version" "$1"
 import os, sys, zipfile
@@ -304,11 +285,13 @@ src=$work/build/fencing-$upstream
 mkdir -p "$work/build"
 [ "$st" -eq 0 ] && unzip_to "$src" || st=1
 [ "$st" -ne 0 ] && say <"$work/dist.log"
-tap $st "make dist: fencing-$version.zip of HEAD, unpacked as the clean export fencing-$upstream/"
+[ -z "$NESTED" ] && tap $st "make dist: fencing-$version.zip of HEAD, unpacked as the clean export fencing-$upstream/"
 [ "$st" -eq 0 ] || { echo "1..$n"; exit 1; }
 debver=$(cd "$src" && dpkg-parsechangelog -S Version)
 arch=$(dpkg --print-architecture)
-deb=$work/build/${PKG}_${debver}_${arch}.deb
+deb=${FENCING_PACKAGE_DEB:-$work/build/${PKG}_${debver}_${arch}.deb}
+
+if [ -z "$NESTED" ]; then
 
 # 4. debian/control is generated from debian/control.in
 out=$(cd "$src" && pg_buildext checkcontrol 2>&1)
@@ -351,8 +334,10 @@ st=0
 [ -n "$unexplained" ] && echo "# warnings not explained in test/suites/package.sh: $unexplained"
 tap $st "lintian (binary and source): $errors errors, $warnings warnings, each explained ($lintian_ok)"
 
+fi     # the build and the lint
+
 # 8. apt would install the package alone
-sim=$(cd "$work/build" && "${APT[@]}" -s install "./$(basename "$deb")" 2>&1)
+sim=$(cd "$(dirname "$deb")" && "${APT[@]}" -s install "./$(basename "$deb")" 2>&1)
 planned=$(echo "$sim" | grep -E '^(Inst|Remv|Conf|Purg) ' | grep -v "^Conf $PKG ")
 echo "$planned" | say
 st=0
@@ -363,7 +348,7 @@ tap $st "apt-get -s plans $PKG alone: nothing else installed, upgraded or remove
 dpkg-deb -c "$deb" | awk '{ print $6 }' | sed -e 's|^\./|/|' -e 's|/$||' | grep -v '^$' |
     while read -r f; do [ -e "$f" ] && echo "$f"; done >"$work/preexisting"
 journal "package $PKG"
-(cd "$work/build" && setsid -w "${APT[@]}" install "./$(basename "$deb")") >"$work/install.log" 2>&1
+(cd "$(dirname "$deb")" && setsid -w "${APT[@]}" install "./$(basename "$deb")") >"$work/install.log" 2>&1
 st=$?
 [ "$(pkg_state "$PKG")" = ii ] && [ "$(pkg_version "$PKG")" = "$debver" ] || st=1
 [ "$(pkg_version "postgresql-$V")" = "$pg_before" ] || st=1
@@ -443,6 +428,7 @@ tap $st "a protected table: the write with token 3:42 commits, the stale one wit
 check=$work/check
 unzip_to "$check" && chown -R postgres: "$check"
 t0=$SECONDS
+[ -n "${FENCING_PACKAGE_READY:-}" ] && echo "$$" >"$FENCING_PACKAGE_READY"
 as_postgres env PGHOST=/var/run/postgresql PGPORT="$PORT" \
     make -C "$check" installcheck PG_CONFIG="$SYSBIN/pg_config" >"$work/installcheck.log" 2>&1
 st=$?
@@ -524,11 +510,12 @@ st=$?
 tap $st "the system is as found: packages (postgresql-$V $pg_before), clusters, apt sources, PostgreSQL's directories"
 
 # 22-25. a run killed midway, once with SIGTERM, once with SIGKILL
+[ -n "$NESTED" ] && exit 0
 killed_run() {      # killed_run SIGNAL: start a child, kill it once it is up
     local sig=$1 ready=$work/ready.$1 pid i
     rm -f "$ready"
-    FENCING_PACKAGE_DEB=$deb FENCING_PACKAGE_TREE=$check FENCING_PACKAGE_READY=$ready \
-        setsid bash "$SELF" --child </dev/null >"$work/child.$sig.log" 2>&1 &
+    FENCING_PACKAGE_DEB=$deb FENCING_PACKAGE_ZIP=$zip FENCING_PACKAGE_READY=$ready \
+        setsid bash "$SELF" run </dev/null >"$work/child.$sig.log" 2>&1 &
     pid=$!
     for i in $(seq 1 900); do
         [ -f "$ready" ] && break
@@ -545,6 +532,7 @@ killed_run() {      # killed_run SIGNAL: start a child, kill it once it is up
     pgrep -g "$pid" -f 'pg_(isolation_)?regress' >/dev/null \
         || { echo "child $pid: no installcheck running to interrupt"; cat "$work/child.$sig.log"; return 1; }
     echo "child $pid: package installed, cluster up, installcheck running; kill -$sig to its process group"
+    grep -E '^(not )?ok ' "$work/child.$sig.log" | sed 's/^/  child: /'
     kill "-$sig" -- "-$pid" 2>/dev/null
     for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     kill -0 "$pid" 2>/dev/null && { echo "child $pid still running after 600 s"; return 1; }
