@@ -131,16 +131,26 @@ reap() {
 
 cleanup() {
     trap '' INT TERM HUP
+    # a run of steps 22-25 still going (in a session of its own, out of
+    # reach of a Ctrl-C) is stopped first: its own trap cleans up after it
+    local pid i
+    pid=$(cat "${work:-/nonexistent}/nested.pid" 2>/dev/null)
+    if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'package\.sh'; then
+        kill -TERM -- "-$pid" 2>/dev/null
+        for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    fi
     undo_journal "$JOURNAL" >/dev/null 2>&1
 }
 
-# One run at a time: run again under flock(1) on the directory the package
-# installs into.  flock holds the lock itself (its file descriptor is not
-# inherited), so no server started here can keep it after the run.
+# One run at a time: a lock (flock) on the directory the package installs
+# into, held on file descriptor 8 until this shell is gone, its cleanup
+# included.  Servers started here must not inherit it (8<&-), or a server
+# left by a killed run would keep the next run waiting.
 lock() {
     [ -n "${FENCING_PACKAGE_LOCKED:-}" ] && return 0
+    exec 8<"/usr/lib/postgresql/$V/lib"
+    flock -w 3600 8 || fencing_die "another package suite has held the lock for an hour"
     export FENCING_PACKAGE_LOCKED=1
-    exec flock -w 3600 "/usr/lib/postgresql/$V/lib" bash "$SELF" "$MODE"
 }
 
 # --- what "the system as it was found" means ---
@@ -379,7 +389,7 @@ st=$?
 [ "$st" -ne 0 ] && say <"$work/createcluster.log"
 tap $st "pg_createcluster $V $CLUSTER on free port $PORT with shared_preload_libraries = 'fencing'"
 
-setsid -w pg_ctlcluster --skip-systemctl-redirect "$V" "$CLUSTER" start >"$work/start.log" 2>&1
+setsid -w pg_ctlcluster --skip-systemctl-redirect "$V" "$CLUSTER" start >"$work/start.log" 2>&1 8<&-
 st=$?
 pl=$(psql_c -A -t -d postgres -c 'SHOW shared_preload_libraries' 2>&1)
 [ "$pl" = fencing ] || st=1
@@ -443,7 +453,7 @@ tap $st "make installcheck against $CLUSTER (port $PORT): $passed of $want_tests
 
 # 16. and refuses a server that does not preload the library
 setsid -w pg_conftool "$V" "$CLUSTER" remove shared_preload_libraries >/dev/null 2>&1
-setsid -w pg_ctlcluster --skip-systemctl-redirect "$V" "$CLUSTER" restart >/dev/null 2>&1
+setsid -w pg_ctlcluster --skip-systemctl-redirect "$V" "$CLUSTER" restart >/dev/null 2>&1 8<&-
 pl=$(psql_c -A -t -d postgres -c 'SHOW shared_preload_libraries' 2>&1)
 as_postgres env PGHOST=/var/run/postgresql PGPORT="$PORT" \
     make -C "$check" installcheck PG_CONFIG="$SYSBIN/pg_config" >"$work/nopreload.log" 2>&1
@@ -460,7 +470,7 @@ auto=$work/autopkgtest
 unzip_to "$auto" && mkdir -p "$auto.tmp" && chown -R postgres: "$auto" "$auto.tmp"
 t0=$SECONDS
 (cd "$auto" && as_postgres env HOME="$auto.tmp" TMPDIR="$auto.tmp" AUTOPKGTEST_TMP="$auto.tmp" \
-    PGPORT="$(fencing_free_port)" debian/tests/installcheck) >"$work/autopkgtest.log" 2>&1
+    PGPORT="$(fencing_free_port)" debian/tests/installcheck 8<&-) >"$work/autopkgtest.log" 2>&1
 st=$?
 apassed=$(grep -cE '\.\.\. ok' "$work/autopkgtest.log")
 abad=$(grep -cE '\.\.\. (FAILED|failed)' "$work/autopkgtest.log")
@@ -517,6 +527,7 @@ killed_run() {      # killed_run SIGNAL: start a child, kill it once it is up
     FENCING_PACKAGE_DEB=$deb FENCING_PACKAGE_ZIP=$zip FENCING_PACKAGE_READY=$ready \
         setsid bash "$SELF" run </dev/null >"$work/child.$sig.log" 2>&1 &
     pid=$!
+    echo "$pid" >"$work/nested.pid"
     for i in $(seq 1 900); do
         [ -f "$ready" ] && break
         kill -0 "$pid" 2>/dev/null || break
@@ -538,6 +549,7 @@ killed_run() {      # killed_run SIGNAL: start a child, kill it once it is up
     kill -0 "$pid" 2>/dev/null && { echo "child $pid still running after 600 s"; return 1; }
     wait "$pid" 2>/dev/null
     echo "child $pid exited with status $?"
+    rm -f "$work/nested.pid"
     echo "$pid" >"$work/child.pid"
     return 0
 }
@@ -560,7 +572,14 @@ cpid=$(cat "$work/child.pid" 2>/dev/null)
 # the kill must have left something, or this proves nothing
 [ -f "$JOURNAL_DIR/fencing-package.$cpid.journal" ] && [ "$(pkg_state "$PKG")" = ii ] \
     && pg_lsclusters -h | awk '{ print $2 }' | grep -qx "fencing_pkg_$cpid" || st=1
-tap $st "a run killed with SIGKILL midway leaves its journal, the package and its cluster behind"
+# and its server, still running, does not hold the suite's lock
+pm=$(head -n 1 "/var/lib/postgresql/$V/fencing_pkg_$cpid/postmaster.pid" 2>/dev/null)
+if [ -z "$pm" ] || ! kill -0 "$pm" 2>/dev/null; then
+    echo "# the killed run's server is not running"; st=1
+elif ls -l "/proc/$pm/fd" 2>/dev/null | grep -q " /usr/lib/postgresql/$V/lib\$"; then
+    echo "# the killed run's server $pm holds the lock"; st=1
+fi
+tap $st "a run killed with SIGKILL midway leaves its journal, the package and its cluster (running, without the lock) behind"
 out=$(bash "$SELF" --cleanup 2>&1)
 st=$?
 echo "$out" | say
