@@ -11,7 +11,8 @@ MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
 OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 
-OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scopes.o src/guard.o src/ddl_guard.o
+OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
+	src/scopes_1_0.o src/guard.o src/ddl_guard.o
 
 OBJS_STATS = src/stats.o
 
@@ -27,7 +28,8 @@ DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
 
-REGRESS_GUARD = guard_row guard_key guard_paths guard_privileges guard_bypass guard_ddl
+REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
+	guard_paths guard_privileges guard_bypass guard_ddl
 
 REGRESS_STATS = stats
 
@@ -42,7 +44,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race
 
 ISOLATION_IDEM = idem_begin_race idem_resume_race
 

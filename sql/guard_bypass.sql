@@ -96,4 +96,5 @@ SELECT fencing.unprotect('accounts'), fencing.unprotect('ledger');
 DROP FUNCTION sneaky();
 DROP TABLE accounts, ledger;
 DROP ROLE regress_fencing_bypass_user;
-DELETE FROM fencing.scopes;
+-- scopes outlive their tables: the extension owner removes them on purpose
+SELECT count(fencing.reset_scope(scope_name)) AS scopes_reset FROM fencing.scope_storage;

@@ -36,16 +36,26 @@ SET search_path = public, fencing;
 -- the catalog is readable ...
 SELECT relid, key_columns, scope_name FROM fencing.protected ORDER BY relid::text;
 SELECT scope_name, key, fence FROM fencing.scopes;
--- ... but not writable
+-- ... but not writable: not the view, not the tables that hold the fences,
+-- not the registry of scopes
+SELECT storage AS ledger_fences FROM fencing.scope_storage
+ WHERE scope_name = 'public.ledger' \gset
 UPDATE fencing.scopes SET fence = '0';
 DELETE FROM fencing.scopes;
-INSERT INTO fencing.scopes VALUES ('public.ledger', '["acct-2"]', '0');
+SELECT pg_temp.sqlstate_of(format('UPDATE %s SET fence = ''0''', :'ledger_fences')) AS update_fences,
+       pg_temp.sqlstate_of(format('DELETE FROM %s', :'ledger_fences')) AS delete_fences,
+       pg_temp.sqlstate_of(format('INSERT INTO %s VALUES (''acct-2'', ''0'')', :'ledger_fences')) AS insert_fences,
+       pg_temp.sqlstate_of(format('TRUNCATE %s', :'ledger_fences')) AS truncate_fences,
+       pg_temp.sqlstate_of(format('DROP TABLE %s', :'ledger_fences')) AS drop_fences,
+       pg_temp.sqlstate_of(format('ALTER TABLE %s DROP COLUMN key_1', :'ledger_fences')) AS alter_fences;
+SELECT pg_temp.sqlstate_of('DELETE FROM fencing.scope_storage') AS delete_registry,
+       pg_temp.sqlstate_of('UPDATE fencing.scope_storage SET owner = current_user::regrole') AS take_scope,
+       pg_temp.sqlstate_of('SELECT fencing.reset_scope(''public.ledger'')') AS reset_scope,
+       pg_temp.sqlstate_of('SELECT fencing.scope_create(''x'', current_user::regrole, ''{text}'', ''{100}'')') AS create_scope;
 UPDATE fencing.protected SET key_columns = NULL;
 DELETE FROM fencing.protected;
 INSERT INTO fencing.protected VALUES ('accounts', 'fence', NULL, false, 'x');
-TRUNCATE fencing.scopes;
-SELECT pg_temp.sqlstate_of('DELETE FROM fencing.scopes') AS scopes,
-       pg_temp.sqlstate_of('DELETE FROM fencing.protected') AS protected;
+SELECT pg_temp.sqlstate_of('DELETE FROM fencing.protected') AS protected;
 -- no break glass
 SET fencing.bypass = on;
 SELECT pg_temp.sqlstate_of('SET fencing.bypass = on') AS bypass;
@@ -140,6 +150,7 @@ SET search_path = public, fencing;
 SELECT fencing.unprotect('accounts'), fencing.unprotect('ledger');
 DROP SCHEMA evil CASCADE;
 DROP TABLE accounts, ledger;
-DELETE FROM fencing.scopes;
+-- scopes outlive their tables: the extension owner removes them on purpose
+SELECT count(fencing.reset_scope(scope_name)) AS scopes_reset FROM fencing.scope_storage;
 REVOKE CREATE ON SCHEMA public FROM regress_fencing_owner, regress_fencing_app;
 DROP ROLE regress_fencing_owner, regress_fencing_app;

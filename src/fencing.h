@@ -18,20 +18,7 @@
 #include "fmgr.h"
 #include "utils/rel.h"
 
-/*
- * Version compatibility: the few server APIs that changed between the
- * releases fencing supports (13 and later; built and tested on 15).
- */
-#if PG_VERSION_NUM >= 160000
-#define FencingOwnsRelation(relid, roleid) \
-	object_ownercheck(RelationRelationId, (relid), (roleid))
-#else
-#define FencingOwnsRelation(relid, roleid) pg_class_ownercheck((relid), (roleid))
-#endif
-
-#if PG_VERSION_NUM < 150000
-#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
-#endif
+#include "compat.h"
 
 typedef struct Fence
 {
@@ -95,6 +82,34 @@ extern const Fence *FencingTokenSetting(void);
 extern bool FencingDdlGuardSuspended;
 extern void RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg);
 
+/*
+ * scopes.c, scope_storage.c: a key or table scope's fences live in a table
+ * of their own, created by protect(): the key columns with the types and
+ * collations of the protected table's key columns (table scope: one
+ * boolean column, always true), a fence column, and a unique index on the
+ * key columns, NULLS NOT DISTINCT.  Two rows have the same key exactly
+ * when that index says so.  This is what the guard needs of it, cached
+ * per protected relation.
+ */
+typedef struct ScopeStorage
+{
+	char	   *scope_name;
+	Oid			relid;			/* the storage table */
+	Oid			indexid;		/* its unique index on the key columns */
+	bool		table_scope;	/* one fence: the key is the constant true */
+	int			nkeys;			/* key columns of the storage table */
+	Oid		   *types;			/* their types and collations */
+	Oid		   *collations;
+	int16	   *typlen;
+	bool	   *typbyval;
+	RegProcedure *eqprocs;		/* the equality of the index's opfamily */
+	FmgrInfo   *eq;				/* the same, for comparing two keys */
+	FmgrInfo   *cmp;			/* btree order, for locking keys in order */
+	FmgrInfo   *hash;			/* a hash consistent with eq, when the */
+	bool		hashable;		/* type has a hash opclass */
+	FmgrInfo   *out;			/* output functions, for people */
+} ScopeStorage;
+
 /* guard_config.c: what fencing.protected says of a relation, cached */
 typedef struct GuardConfig
 {
@@ -105,9 +120,11 @@ typedef struct GuardConfig
 	AttrNumber	fence_attnum;	/* fence column in this relation */
 	int			nkeys;			/* -1: row scope, 0: table scope, >0: key */
 	AttrNumber *key_attnums;	/* key columns in this relation */
-	FmgrInfo   *key_out;		/* their output functions */
 	bool		strict;
 	char	   *scope_name;
+	ScopeStorage *scope;		/* key or table scope: its storage */
+	bool		legacy_scopes;	/* extension objects still at 1.0 */
+	FmgrInfo   *key_out;		/* 1.0: output functions of the key columns */
 	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
 } GuardConfig;
@@ -115,12 +132,34 @@ typedef struct GuardConfig
 extern GuardConfig *GetGuardConfig(Relation rel);
 extern void GuardConfigInit(void);
 
-/* scopes.c: the fences of key and table scopes, in fencing.scopes */
-extern char *BuildScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc tupdesc);
-extern char *ScopeKeyFromValues(int nkeys, Datum *values, bool *nulls, Oid *typids);
-extern bool ScopeCheckAndAdvance(const char *scope_name, const char *key,
+/* scopes.c: check and advance a scope's fence, atomically with the write */
+extern bool ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 								 const Fence *token, bool strict, Fence *lost_to);
+extern bool ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls,
+						const Fence *fence, Fence *current);
+extern void ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
+					   Datum *key, bool *nulls);
+extern int	ScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
+							Datum *b, bool *bnulls);
+extern char *ScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls);
 extern void ScopesInit(void);
+
+/* scope_storage.c: the scopes' owners and storage tables */
+#define FENCING_SCOPE_NAME_MAXLEN	255 /* bytes */
+extern bool ScopeStorageLayout(void);
+extern ScopeStorage *ScopeStorageOpen(const char *scope_name, MemoryContext cxt);
+extern Oid	ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
+							const AttrNumber *key_attnums, const char *const *key_names);
+extern void CheckScopeName(const char *scope_name);
+extern void CheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name);
+extern void SeedScopesFrom(Oid protected_relid, Oid source_relid);
+extern void ScopeStorageInvalidateAll(void);
+
+/* scopes_1_0.c: key scopes of a database whose extension is still at 1.0 */
+extern char *LegacyScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc);
+extern bool LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
+									   const Fence *token, bool strict,
+									   Fence *lost_to);
 
 /* ddl_guard.c */
 

@@ -32,7 +32,9 @@
 #include "storage/itemptr.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "fencing.h"
@@ -72,12 +74,6 @@ static struct
 	SubTransactionId subxid;	/* and its subtransaction */
 	CommandId	cid;			/* the command of the DELETE */
 } pending_move = {MOVE_NONE};
-
-#if PG_VERSION_NUM >= 170000
-#define CurrentLocalTransactionId() (MyProc->vxid.lxid)
-#else
-#define CurrentLocalTransactionId() (MyProc->lxid)
-#endif
 
 /* Is the pending move one of this (sub)transaction? */
 static inline bool
@@ -130,11 +126,70 @@ GetFenceColumn(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc, Fence *out)
 	return true;
 }
 
-/* Did this transaction write this row version? */
-static inline bool
-WrittenByUs(HeapTuple tuple)
+/*
+ * One token, one transaction: the relations and commands in which this
+ * transaction's guard accepted writes, (relid, command id).  A row version
+ * that this transaction wrote carries a token the guard accepted for it
+ * only when it was written in such a command: a table rewrite, a write
+ * before protect() or under fencing.bypass leave row versions of this
+ * transaction whose fences no guard checked.
+ */
+typedef struct AcceptedWriteKey
 {
-	return TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+	Oid			relid;
+	CommandId	cid;
+} AcceptedWriteKey;
+
+static HTAB *accepted_writes = NULL;
+static LocalTransactionId accepted_writes_lxid = InvalidLocalTransactionId;
+static AcceptedWriteKey last_accepted = {InvalidOid, InvalidCommandId};
+
+/* Record that the guard accepted a write of rel in the current command. */
+static void
+RememberAcceptedWrite(Relation rel)
+{
+	AcceptedWriteKey key;
+
+	key.relid = RelationGetRelid(rel);
+	key.cid = GetCurrentCommandId(false);
+	if (accepted_writes != NULL &&
+		accepted_writes_lxid == CurrentLocalTransactionId() &&
+		key.relid == last_accepted.relid && key.cid == last_accepted.cid)
+		return;					/* the usual case: the same statement again */
+	if (accepted_writes == NULL ||
+		accepted_writes_lxid != CurrentLocalTransactionId())
+	{
+		HASHCTL		ctl;
+
+		/* the table lives in TopTransactionContext: gone with its transaction */
+		ctl.keysize = sizeof(AcceptedWriteKey);
+		ctl.entrysize = sizeof(AcceptedWriteKey);
+		ctl.hcxt = TopTransactionContext;
+		accepted_writes = hash_create("fencing accepted writes", 16, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		accepted_writes_lxid = CurrentLocalTransactionId();
+	}
+	(void) hash_search(accepted_writes, &key, HASH_ENTER, NULL);
+	last_accepted = key;
+}
+
+/*
+ * Did the guard of this transaction write this row version of rel, so
+ * that its fence is a token the guard accepted for this very row?
+ */
+static bool
+GuardWroteVersion(Relation rel, HeapTuple tuple)
+{
+	AcceptedWriteKey key;
+
+	if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
+		return false;
+	if (accepted_writes == NULL ||
+		accepted_writes_lxid != CurrentLocalTransactionId())
+		return false;
+	key.relid = RelationGetRelid(rel);
+	key.cid = HeapTupleHeaderGetCmin(tuple->t_data);
+	return hash_search(accepted_writes, &key, HASH_FIND, NULL) != NULL;
 }
 
 /* The name of the write, for messages. */
@@ -148,29 +203,124 @@ WriteName(TriggerEvent event)
 	return "DELETE";
 }
 
-/* Check a key or table scope; raise SF001 when the token lost. */
-static void
-CheckScope(GuardConfig *cfg, Relation rel, const char *key, const Fence *token)
+/* The key or table scope a row writes, for CheckScopes() */
+typedef struct RowKey
 {
+	Datum		values[INDEX_MAX_KEYS];
+	bool		nulls[INDEX_MAX_KEYS];
+} RowKey;
+
+/* Raise SF001 for a token that lost to a scope's key. */
+static void
+ReportScopeLost(GuardConfig *cfg, Relation rel, RowKey *key,
+				const Fence *token, const Fence *lost_to)
+{
+	ReportStaleToken(token, lost_to, rel,
+					 psprintf("scope \"%s\" key %s", cfg->scope_name,
+							  ScopeKeyToText(cfg->scope, key->values, key->nulls)));
+}
+
+/*
+ * The keys of a write in key or table scope: the old row's, the new row's,
+ * or both when an UPDATE moves the row to another key (then in btree
+ * order, so that two moves cannot deadlock on them).  Returns how many.
+ */
+static int
+WriteKeys(GuardConfig *cfg, TupleDesc desc, HeapTuple oldtup, HeapTuple newtup,
+		  RowKey *keys)
+{
+	int			n = 0;
+
+	if (oldtup != NULL)
+		ScopeKeyOf(cfg, oldtup, desc, keys[n].values, keys[n].nulls), n++;
+	if (newtup != NULL)
+	{
+		ScopeKeyOf(cfg, newtup, desc, keys[n].values, keys[n].nulls);
+		if (n == 0)
+			n++;
+		else
+		{
+			int			c = ScopeKeyCompare(cfg->scope,
+											keys[0].values, keys[0].nulls,
+											keys[1].values, keys[1].nulls);
+
+			if (c > 0)
+			{
+				RowKey		swap = keys[0];
+
+				keys[0] = keys[1];
+				keys[1] = swap;
+			}
+			if (c != 0)
+				n++;
+		}
+	}
+	return n;
+}
+
+/* Check a key or table scope write; raise SF001 when the token lost. */
+static void
+CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
+			HeapTuple newtup, const Fence *token)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
 	Fence		lost_to;
 
-	if (!ScopeCheckAndAdvance(cfg->scope_name, key, token, cfg->strict, &lost_to))
+	if (cfg->legacy_scopes)
 	{
-		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
-		ReportStaleToken(token, &lost_to, rel,
-						 psprintf("scope \"%s\" key %s", cfg->scope_name, key));
+		/* extension objects at 1.0: text keys (scopes_1_0.c) */
+		char	   *oldkey = oldtup ? LegacyScopeKey(cfg, oldtup, desc) : NULL;
+		char	   *newkey = newtup ? LegacyScopeKey(cfg, newtup, desc) : NULL;
+		char	   *keys[2];
+		int			n = 0;
+		int			i;
+
+		if (oldkey != NULL)
+			keys[n++] = oldkey;
+		if (newkey != NULL && (oldkey == NULL || strcmp(oldkey, newkey) != 0))
+			keys[n++] = newkey;
+		if (n == 2 && strcmp(keys[0], keys[1]) > 0)
+		{
+			keys[0] = newkey;
+			keys[1] = oldkey;
+		}
+		for (i = 0; i < n; i++)
+			if (!LegacyScopeCheckAndAdvance(cfg->scope_name, keys[i], token,
+											cfg->strict, &lost_to))
+			{
+				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+				ReportStaleToken(token, &lost_to, rel,
+								 psprintf("scope \"%s\" key %s",
+										  cfg->scope_name, keys[i]));
+			}
+	}
+	else
+	{
+		RowKey		keys[2];
+		int			n = WriteKeys(cfg, desc, oldtup, newtup, keys);
+		int			i;
+
+		for (i = 0; i < n; i++)
+			if (!ScopeCheckAndAdvance(cfg->scope, keys[i].values, keys[i].nulls,
+									  token, cfg->strict, &lost_to))
+			{
+				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+				ReportScopeLost(cfg, rel, &keys[i], token, &lost_to);
+			}
 	}
 }
 
 /*
- * Carry the token of a replicated write into this server's key or table
- * scope fences, never lowering them.
+ * A write that the logical replication apply worker replays: not checked
+ * against tokens (the publisher did that), but it never lowers a fence.
  *
- * The apply worker is not checked (the publisher did that), but in key and
- * table scope the fence lives in fencing.scopes, which does not replicate:
- * without this, a local writer on the subscriber would only have to beat
- * the subscriber's own writes.  Row scope needs nothing: the fence column
- * replicates with the row.
+ * Row scope: the fence column replicates with the row; a change that
+ * would lower it (or empty it) is refused.  Key and table scope: the
+ * fences live in this server's scope storage, which does not replicate;
+ * the replayed token advances it, so that local writers on the subscriber
+ * are fenced against what was replicated, and a token older than the
+ * scope's fence is refused.  The refusal is SF001, and PostgreSQL's
+ * handling of a failed apply takes over.
  */
 static void
 FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
@@ -178,34 +328,59 @@ FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
 	TupleDesc	desc = RelationGetDescr(rel);
 	GuardConfig *cfg;
 	Fence		token;
-	Fence		lost_to;
-	char	   *oldkey;
-	char	   *newkey;
+	Fence		current;
+	bool		have_token;
 
 	if (newtup == NULL)
 		return;					/* a DELETE carries no token */
 	cfg = GetGuardConfig(rel);
-	if (cfg->nkeys < 0 || !GetFenceColumn(cfg, newtup, desc, &token))
+	have_token = GetFenceColumn(cfg, newtup, desc, &token);
+
+	if (cfg->nkeys < 0)
+	{
+		if (oldtup != NULL && GetFenceColumn(cfg, oldtup, desc, &current) &&
+			(!have_token || FenceCmp(&token, &current) < 0))
+		{
+			FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+			if (!have_token)
+				ereport(ERROR,
+						(errcode(ERRCODE_STALE_FENCE_TOKEN),
+						 errmsg("replicated UPDATE of table \"%s\" would remove a row's fence",
+								RelationGetRelationName(rel)),
+						 errdetail("The row has accepted fence token %s, and the replicated row version has none.",
+								   FenceToCString(&current)),
+						 errhint("A fence is never lowered: find out why the publisher wrote this row without a token."),
+						 errtable(rel)));
+			ReportStaleToken(&token, &current, rel, NULL);
+		}
+		return;
+	}
+	if (!have_token)
 		return;
 
-	newkey = BuildScopeKey(cfg, newtup, desc);
-	oldkey = oldtup ? BuildScopeKey(cfg, oldtup, desc) : NULL;
-	if (oldkey != NULL && strcmp(oldkey, newkey) != 0)
+	if (cfg->legacy_scopes)
 	{
-		/* the order of CheckScope's callers, against deadlocks */
-		if (strcmp(oldkey, newkey) > 0)
-		{
-			char	   *swap = oldkey;
+		Fence		lost_to;
+		char	   *key = LegacyScopeKey(cfg, newtup, desc);
 
-			oldkey = newkey;
-			newkey = swap;
-		}
-		(void) ScopeCheckAndAdvance(cfg->scope_name, oldkey, &token, true,
-									&lost_to);
+		/* 1.0 objects: advance the new key, as 1.0 did */
+		(void) LegacyScopeCheckAndAdvance(cfg->scope_name, key, &token, true,
+										  &lost_to);
 	}
-	/* false only when the scope is already at or past the token */
-	(void) ScopeCheckAndAdvance(cfg->scope_name, newkey, &token, true,
-								&lost_to);
+	else
+	{
+		RowKey		keys[2];
+		int			n = WriteKeys(cfg, desc, oldtup, newtup, keys);
+		int			i;
+
+		for (i = 0; i < n; i++)
+			if (!ScopeFollow(cfg->scope, keys[i].values, keys[i].nulls,
+							 &token, &current))
+			{
+				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+				ReportScopeLost(cfg, rel, &keys[i], &token, &current);
+			}
+	}
 }
 
 /*
@@ -261,7 +436,12 @@ fencing_guard(PG_FUNCTION_ARGS)
 	cfg = GetGuardConfig(rel);
 
 	if (!TRIGGER_FIRED_BY_UPDATE(event) && ContinuesMove(trigdata, cfg))
+	{
+		/* the moved row carries the token its UPDATE was accepted with */
+		if (newtup != NULL)
+			RememberAcceptedWrite(rel);
 		return PointerGetDatum(result);
+	}
 	pending_move.state = MOVE_NONE;
 
 	if (FencingBypass)
@@ -285,7 +465,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 
 		have_column = GetFenceColumn(cfg, newtup, desc, &column);
 		if (have_column && have_old && FenceCmp(&old, &column) == 0 &&
-			!WrittenByUs(oldtup))
+			!GuardWroteVersion(rel, oldtup))
 			have_column = false;	/* not changed: carries no token */
 	}
 	if (setting != NULL && have_column && FenceCmp(setting, &column) != 0)
@@ -327,7 +507,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 		{
 			int			cmp = FenceCmp(&token, &old);
 
-			if (cmp < 0 || (cmp == 0 && cfg->strict && !WrittenByUs(oldtup)))
+			if (cmp < 0 || (cmp == 0 && cfg->strict && !GuardWroteVersion(rel, oldtup)))
 			{
 				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
 				ReportStaleToken(&token, &old, rel, NULL);
@@ -337,24 +517,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	else
 	{
 		/* key or table scope: beat the scope's fence, of both keys on a move */
-		char	   *oldkey = oldtup ? BuildScopeKey(cfg, oldtup, desc) : NULL;
-		char	   *newkey = newtup ? BuildScopeKey(cfg, newtup, desc) : NULL;
-
-		if (oldkey != NULL && newkey != NULL && strcmp(oldkey, newkey) != 0)
-		{
-			/* a fixed order, so that two moves cannot deadlock on it */
-			if (strcmp(oldkey, newkey) > 0)
-			{
-				char	   *swap = oldkey;
-
-				oldkey = newkey;
-				newkey = swap;
-			}
-			CheckScope(cfg, rel, oldkey, &token);
-			CheckScope(cfg, rel, newkey, &token);
-		}
-		else
-			CheckScope(cfg, rel, oldkey ? oldkey : newkey, &token);
+		CheckScopes(cfg, rel, oldtup, newtup, &token);
 	}
 
 	/* write the accepted token into the row */
@@ -377,6 +540,8 @@ fencing_guard(PG_FUNCTION_ARGS)
 		pending_move.subxid = GetCurrentSubTransactionId();
 	}
 
+	if (newtup != NULL)
+		RememberAcceptedWrite(rel);
 	FencingStatsCount(cfg->stats, FENCING_STAT_ACCEPTED);
 	return PointerGetDatum(result);
 }

@@ -78,6 +78,34 @@ ReportBrokenGuard(Relation rel, const char *detail)
 }
 
 /*
+ * The guard compares keys with the scope storage's operators: the key
+ * columns of rel must have the storage's types and collations (SF005).
+ */
+static void
+CheckKeysMatchScope(Relation rel, GuardConfig *cfg)
+{
+	ScopeStorage *scope = cfg->scope;
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			i;
+
+	if (scope->table_scope != (cfg->nkeys == 0) ||
+		(!scope->table_scope && scope->nkeys != cfg->nkeys))
+		ReportBrokenGuard(rel, psprintf("Its key columns do not match fence scope \"%s\".",
+										cfg->scope_name));
+	for (i = 0; !scope->table_scope && i < cfg->nkeys; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, cfg->key_attnums[i] - 1);
+
+		if (getBaseType(att->atttypid) != scope->types[i] ||
+			att->attcollation != scope->collations[i])
+			ReportBrokenGuard(rel, psprintf("Its key column \"%s\" is of type %s, which fence scope \"%s\" does not key.",
+											NameStr(att->attname),
+											format_type_be(att->atttypid),
+											cfg->scope_name));
+	}
+}
+
+/*
  * Read the settings of relid from fencing.protected into entry; false when
  * relid is not named there.  Runs inside SPI.
  */
@@ -128,25 +156,46 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 		deconstruct_array(DatumGetArrayTypeP(keys), NAMEOID, NAMEDATALEN, false,
 						  TYPALIGN_CHAR, &names, NULL, &cfg->nkeys);
 		cfg->key_attnums = palloc(sizeof(AttrNumber) * Max(cfg->nkeys, 1));
-		cfg->key_out = palloc(sizeof(FmgrInfo) * Max(cfg->nkeys, 1));
 		for (i = 0; i < cfg->nkeys; i++)
 		{
 			const char *name = NameStr(*DatumGetName(names[i]));
-			Oid			func;
-			bool		isvarlena;
 
 			cfg->key_attnums[i] = get_attnum(RelationGetRelid(rel), name);
 			if (cfg->key_attnums[i] <= 0)
 				ReportBrokenGuard(rel, psprintf("Its key column \"%s\" is missing.", name));
-			getTypeOutputInfo(get_atttype(RelationGetRelid(rel), cfg->key_attnums[i]),
-							  &func, &isvarlena);
-			fmgr_info_cxt(func, &cfg->key_out[i], entry->cxt);
 		}
 	}
 	cfg->strict = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 	cfg->scope_name = TextDatumGetCString(SPI_getbinval(tup, desc, 4, &isnull));
 	keys = SPI_getbinval(tup, desc, 5, &isnull);
 	cfg->lease = isnull ? NULL : TextDatumGetCString(keys);
+
+	/* key and table scope: where the scope's fences are */
+	if (cfg->nkeys >= 0 && ScopeStorageLayout())
+	{
+		cfg->scope = ScopeStorageOpen(cfg->scope_name, entry->cxt);
+		if (cfg->scope == NULL)
+			ReportBrokenGuard(rel, psprintf("Its fence scope \"%s\" has no storage.",
+											cfg->scope_name));
+		CheckKeysMatchScope(rel, cfg);
+	}
+	else if (cfg->nkeys >= 0)
+	{
+		int			i;
+
+		/* extension objects at 1.0: keys are text (scopes_1_0.c) */
+		cfg->legacy_scopes = true;
+		cfg->key_out = palloc(sizeof(FmgrInfo) * Max(cfg->nkeys, 1));
+		for (i = 0; i < cfg->nkeys; i++)
+		{
+			Oid			func;
+			bool		isvarlena;
+
+			getTypeOutputInfo(get_atttype(RelationGetRelid(rel), cfg->key_attnums[i]),
+							  &func, &isvarlena);
+			fmgr_info_cxt(func, &cfg->key_out[i], entry->cxt);
+		}
+	}
 	MemoryContextSwitchTo(oldcxt);
 	return true;
 }

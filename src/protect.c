@@ -8,7 +8,8 @@
  * Written in C rather than as a SECURITY DEFINER function because two
  * identities are needed: the caller's, to check that the caller owns the
  * table and to create the triggers; and the extension owner's, to write
- * fencing.protected and fencing.scopes, which no other role may write.
+ * fencing.protected and the scope storage (scope_storage.c), which no
+ * other role may write.
  *
  *-------------------------------------------------------------------------
  */
@@ -93,66 +94,6 @@ IsProtected(Oid relid)
 		elog(ERROR, "could not read fencing.protected: %s",
 			 SPI_result_code_string(rc));
 	return SPI_processed > 0;
-}
-
-/*
- * A scope's fences belong to the owners of its tables: protecting another
- * table under a scope_name already used by a table the caller does not own
- * (or equal to the name of such a table, its default scope name) would let
- * the caller raise that table's fences out of its writers' reach.  Runs
- * inside SPI.
- */
-static void
-CheckScopeOwnership(Oid relid, const char *scope_name)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(scope_name)};
-	List	   *names = NIL;
-	uint64		i;
-	int			rc;
-
-	rc = SPI_execute_with_args("SELECT relid::pg_catalog.oid FROM fencing.protected "
-							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, values, NULL, true, 0);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		Oid			other = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-														   SPI_tuptable->tupdesc, 1,
-														   &isnull));
-
-		if (other != relid && !FencingOwnsRelation(other, GetUserId()))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
-					 errdetail("The scope is used by table \"%s\", which you do not own.",
-							   get_rel_name(other)),
-					 errhint("Choose another scope_name.")));
-	}
-
-	/* a scope_name spelling another relation's name is that table's default */
-	if (SplitIdentifierString(pstrdup(scope_name), '.', &names) &&
-		list_length(names) >= 1 && list_length(names) <= 3)
-	{
-		List	   *qualified = NIL;
-		ListCell   *lc;
-		Oid			other;
-
-		foreach(lc, names)
-			qualified = lappend(qualified, makeString(lfirst(lc)));
-		other = RangeVarGetRelid(makeRangeVarFromNameList(qualified), NoLock, true);
-
-		if (OidIsValid(other) && other != relid &&
-			!FencingOwnsRelation(other, GetUserId()))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
-					 errdetail("The scope name is the name of table \"%s\", which you do not own.",
-							   get_rel_name(other)),
-					 errhint("Choose another scope_name.")));
-	}
 }
 
 /*
@@ -308,92 +249,6 @@ RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 	PG_END_TRY();
 }
 
-/*
- * Seed the scope fences from the rows already in the table, so that a write
- * older than a fence already stored in a row is refused from the start.
- * Runs inside SPI: reads the table as the caller, writes fencing.scopes as
- * the extension owner.
- */
-static void
-SeedScopes(Oid relid, int nkeys, Datum *keynames, const char *fence_column,
-		   const char *scope_name)
-{
-	StringInfoData sql;
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, FencingTypeOid()};
-	SPIPlanPtr	upsert;
-	Portal		portal;
-	FencingSavedUser saved;
-	int			i;
-
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT ");
-	for (i = 0; i < nkeys; i++)
-		appendStringInfo(&sql, "%s, ", quote_identifier(NameStr(*DatumGetName(keynames[i]))));
-	appendStringInfo(&sql, "fencing.max(%s) FROM %s",
-					 quote_identifier(fence_column), QualifiedName(relid));
-	if (nkeys > 0)
-	{
-		appendStringInfoString(&sql, " GROUP BY ");
-		for (i = 0; i < nkeys; i++)
-			appendStringInfo(&sql, "%s%d", i > 0 ? ", " : "", i + 1);
-	}
-
-	upsert = SPI_prepare("INSERT INTO fencing.scopes AS s (scope_name, key, fence) "
-						 "VALUES ($1, $2, $3) ON CONFLICT (scope_name, key) "
-						 "DO UPDATE SET fence = EXCLUDED.fence "
-						 "WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence",
-						 3, argtypes);
-	if (upsert == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-
-	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, true, 0);
-	for (;;)
-	{
-		uint64		row;
-
-		SPITupleTable *batch;
-		uint64		nrows;
-
-		SPI_cursor_fetch(portal, true, 1000);
-		/* the upserts below replace SPI_tuptable: keep the batch */
-		batch = SPI_tuptable;
-		nrows = SPI_processed;
-		if (nrows == 0)
-			break;
-		for (row = 0; row < nrows; row++)
-		{
-			HeapTuple	tup = batch->vals[row];
-			TupleDesc	desc = batch->tupdesc;
-			Datum	   *values = palloc(sizeof(Datum) * (nkeys + 1));
-			bool	   *nulls = palloc(sizeof(bool) * (nkeys + 1));
-			Oid		   *types = palloc(sizeof(Oid) * (nkeys + 1));
-			Datum		args[3];
-			bool		fence_null;
-			int			rc;
-
-			for (i = 0; i <= nkeys; i++)
-			{
-				values[i] = SPI_getbinval(tup, desc, i + 1, &nulls[i]);
-				types[i] = SPI_gettypeid(desc, i + 1);
-			}
-			fence_null = nulls[nkeys];
-			if (fence_null)
-				continue;
-			args[0] = CStringGetTextDatum(scope_name);
-			args[1] = CStringGetTextDatum(ScopeKeyFromValues(nkeys, values, nulls, types));
-			args[2] = values[nkeys];
-			FencingBecomeOwner(&saved);
-			rc = SPI_execute_plan(upsert, args, NULL, false, 0);
-			FencingRestoreUser(&saved);
-			if (rc != SPI_OK_INSERT)
-				elog(ERROR, "could not seed fencing.scopes: %s",
-					 SPI_result_code_string(rc));
-		}
-		SPI_freetuptable(batch);
-	}
-	SPI_cursor_close(portal);
-}
-
 /* Invalidate the cached guard settings of every relation of the tree. */
 static void
 InvalidateTree(List *tree)
@@ -423,6 +278,8 @@ fencing_protect(PG_FUNCTION_ARGS)
 	List	   *tree;
 	ListCell   *lc;
 	FencingSavedUser saved;
+	AttrNumber	key_attnums[INDEX_MAX_KEYS];
+	const char *key_names[INDEX_MAX_KEYS];
 	int			i;
 
 	if (PG_ARGISNULL(0))
@@ -470,7 +327,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 			const char *name = NameStr(*DatumGetName(keynames[i]));
 			int			j;
 
-			CheckColumn(rel, name, false);
+			key_attnums[i] = CheckColumn(rel, name, false);
+			key_names[i] = name;
+			CheckKeyColumnType(rel, key_attnums[i], name);
 			if (strcmp(name, fence_column) == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -489,11 +348,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	else
 	{
 		scope_name = text_to_cstring(PG_GETARG_TEXT_PP(4));
-		if (scope_name[0] == '\0')
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("scope_name must not be empty"),
-					 errhint("Pass NULL to use the table's qualified name.")));
+		CheckScopeName(scope_name);
 	}
 
 	/* the lease every write must hold (see lease.c); need not exist yet */
@@ -512,8 +367,11 @@ fencing_protect(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	CheckScopeOwnership(relid, scope_name);
 	CheckNoLateTriggers(tree);
+
+	/* key and table scope: the scope's storage, the caller's to use */
+	if (nkeys >= 0)
+		(void) ScopeStorageFor(scope_name, rel, nkeys, key_attnums, key_names);
 
 	/* one protection per partition tree */
 	if (rel->rd_rel->relispartition)
@@ -576,10 +434,12 @@ fencing_protect(PG_FUNCTION_ARGS)
 	}
 	FencingRestoreUser(&saved);
 
-	if (nkeys >= 0)
-		SeedScopes(relid, nkeys, keynames, fence_column, scope_name);
-
 	SPI_finish();
+
+	/* a write older than a fence already in a row is refused from now on */
+	if (nkeys >= 0)
+		SeedScopesFrom(relid, relid);
+
 	InvalidateTree(tree);
 	PG_RETURN_VOID();
 }

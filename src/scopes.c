@@ -1,167 +1,259 @@
 /*-------------------------------------------------------------------------
  *
  * scopes.c
- *	  The fences of key and table scopes: how a scope key is spelled, and
- *	  the atomic check-and-advance of a scope's row in fencing.scopes.
+ *	  The check-and-advance of a key or table scope's fence, atomic with
+ *	  the write, in the scope's storage table (see scope_storage.c).
  *
- * A key is the JSON array of the text forms of the key columns' values,
- * for example ["acct-1"] or ["acct-1","EUR"] ([] for table scope, null for
- * a NULL value), so that two tables whose key columns have the same values
- * share a fence whatever the column types, and no two keys collide.
+ * A key is the key columns' values, compared by the unique index of the
+ * storage table: the default btree equality of each column's type, under
+ * the column's collation, NULLs equal to each other.  No text form, no
+ * session setting, no spelling of an equal value can make one key two or
+ * two keys one.
  *
- * The check is one INSERT ... ON CONFLICT DO UPDATE ... WHERE fence < token:
- * it creates the scope row for a new key, or locks the existing row (the
- * newest version of it, whatever the snapshot; REPEATABLE READ fails with
- * 40001 when that version is not visible) and advances it.  Two writers of
- * a brand-new key serialise on the unique index.  Nothing but the scope
- * row is locked.
+ * A key that has a row: find it through the unique index under a fresh
+ * snapshot, lock its newest version (table_tuple_lock, as ON CONFLICT DO
+ * UPDATE does), compare, and update it in place (HOT: the fence is not
+ * indexed).  Under READ COMMITTED a row updated concurrently is looked up
+ * again; under REPEATABLE READ it fails with 40001, as the upsert would.
  *
- * The fast path for a key that has a row already (the common case) does
- * the same without the executor: find the row through the primary key,
- * lock its newest version (table_tuple_lock, as ON CONFLICT DO UPDATE
- * does), compare, and update it (HOT, as fence is not indexed).  Under
- * READ COMMITTED a row updated or deleted concurrently is looked up again;
- * under REPEATABLE READ it fails with 40001, as the upsert would.  A key
- * without a row, or a fencing.scopes that has grown triggers, more indexes
- * or row security, takes the SPI path.  Measured with callgrind on a
- * ledger INSERT (test/bench/profile.sh), the upsert through SPI cost some
- * 80,000 instructions a write, most of it the executor's start-up and
- * shut-down for one row; the fast path costs some 50,000, half of that the
- * index descent and the pruning of the row's page.
+ * A key without a row: two first writers of one key must not both insert
+ * it, and the second must not fail with a unique violation.  The inserter
+ * takes a lock on the key's hash for the moment of its insertion only (a
+ * heavyweight lock, released at once, so that a COPY of a million new
+ * keys does not fill the lock table), looks again with a dirty snapshot,
+ * which sees rows that other transactions are inserting, and inserts only
+ * when there is none.  A writer that finds one waits for its transaction
+ * and starts over: under READ COMMITTED it then finds the committed row
+ * and competes for it as above; under REPEATABLE READ a row it cannot see
+ * is a serialization failure (40001), as for ON CONFLICT.
  *
- * Once this transaction has advanced a scope, it holds that row's lock
- * until it ends, so a per-transaction cache can answer repeat writes with
- * the same token (a bulk COPY into one account) without touching the table.
+ * No executor, no SPI: measured with callgrind on a ledger INSERT
+ * (test/bench/profile.sh), the upsert through SPI of 1.0 cost some 80,000
+ * instructions a write, most of it the executor's start-up and shut-down
+ * for one row; this path costs what the index descent and the page's
+ * pruning cost.  The storage tables belong to the extension's owner and
+ * have no triggers, row security or other indexes; one that has grown
+ * any is refused (SF005) rather than written behind its back.
+ *
+ * One token, one transaction.  Once this transaction has advanced a
+ * scope, it holds the scope row's lock until it ends, so a per-transaction
+ * cache knows the scope's fence: it answers repeat writes with the same
+ * token (a bulk COPY into one account) without touching the table, and it
+ * is the only thing that makes an equal token acceptable in strict mode:
+ * rows that protect() seeded or another path wrote in this transaction do
+ * not.  Each entry remembers the subtransaction that advanced it, so that
+ * a rolled-back savepoint takes back exactly what it did.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/relscan.h"
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_type.h"
 #include "common/hashfn.h"
-#include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "utils/array.h"
-#include "utils/builtins.h"
-#include "utils/fmgroids.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 #include "fencing.h"
 
-/* Saved plans: [0] strict (advance on >), [1] not strict (advance on >=) */
-static SPIPlanPtr upsert_plans[2] = {NULL, NULL};
-static SPIPlanPtr select_plan = NULL;
-static Oid	plans_fence_type = InvalidOid;
+/*
+ * The lock a first writer of a key holds while it inserts the key's row:
+ * an advisory lock tag (database, storage table, key hash) in a space of
+ * its own, so that it meets no pg_advisory_lock() of the application
+ * (those use 1 and 2 here).  Shown in pg_locks as advisory, objsubid 70.
+ */
+#define FENCING_NEW_KEY_LOCK	70
 
-/* fencing.scopes and its primary key, for the fast path; looked up lazily */
-static Oid	scopes_relid = InvalidOid;
-static Oid	scopes_nspid = InvalidOid;
-static Oid	scopes_pkey = InvalidOid;
+/* ------------------------------------------------------------------------
+ * Keys
+ * ------------------------------------------------------------------------
+ */
 
-#define Anum_scopes_scope_name	1
-#define Anum_scopes_key			2
-#define Anum_scopes_fence		3
-
-/* The outcome of the fast path */
-typedef enum ScopeFastResult
+/*
+ * The key of a row of a protected relation into key/nulls: its key
+ * columns' values (detoasted, so that they can be stored and compared
+ * alone), or the constant true of table scope.
+ */
+void
+ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
+		   Datum *key, bool *nulls)
 {
-	SCOPE_FAST_ACCEPTED,
-	SCOPE_FAST_REJECTED,
-	SCOPE_FAST_NO_ROW			/* no row for the key, or no fast path: use SPI */
-} ScopeFastResult;
+	ScopeStorage *scope = cfg->scope;
+	int			i;
 
-/* The per-transaction cache of scopes this transaction has advanced */
-typedef struct ScopeCacheEntry
+	if (scope->table_scope)
+	{
+		key[0] = BoolGetDatum(true);
+		nulls[0] = false;
+		return;
+	}
+	for (i = 0; i < scope->nkeys; i++)
+	{
+		key[i] = heap_getattr(tuple, cfg->key_attnums[i], desc, &nulls[i]);
+		if (!nulls[i] && scope->typlen[i] == -1 &&
+			VARATT_IS_EXTERNAL(DatumGetPointer(key[i])))
+			key[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
+														   DatumGetPointer(key[i])));
+	}
+}
+
+/* Are two keys of a scope the same key?  NULLs are equal to each other. */
+static bool
+ScopeKeyEqual(ScopeStorage *scope, Datum *a, bool *anulls, Datum *b, bool *bnulls)
 {
-	uint64		hash;			/* hash key */
-	char	   *scope_name;
-	char	   *key;
-	Fence		fence;			/* the fence we advanced it to, and hold */
-} ScopeCacheEntry;
+	int			i;
+
+	for (i = 0; i < scope->nkeys; i++)
+	{
+		if (anulls[i] || bnulls[i])
+		{
+			if (anulls[i] != bnulls[i])
+				return false;
+			continue;
+		}
+		if (!DatumGetBool(FunctionCall2Coll(&scope->eq[i], scope->collations[i],
+											a[i], b[i])))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Order two keys of a scope (btree order, NULLs last): 0 when they are
+ * the same key.  Writers that must lock two keys lock them in this order.
+ */
+int
+ScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
+				Datum *b, bool *bnulls)
+{
+	int			i;
+
+	for (i = 0; i < scope->nkeys; i++)
+	{
+		int32		c;
+
+		if (anulls[i] || bnulls[i])
+		{
+			if (anulls[i] != bnulls[i])
+				return anulls[i] ? 1 : -1;
+			continue;
+		}
+		c = DatumGetInt32(FunctionCall2Coll(&scope->cmp[i], scope->collations[i],
+											a[i], b[i]));
+		if (c != 0)
+			return c < 0 ? -1 : 1;
+	}
+	return 0;
+}
+
+/*
+ * A hash of a key, consistent with ScopeKeyEqual; 0 for every key of a
+ * scope whose types have no hash opclass (they then share one bucket).
+ */
+static uint32
+ScopeKeyHash(ScopeStorage *scope, Datum *key, bool *nulls)
+{
+	uint32		h = 0;
+	int			i;
+
+	if (!scope->hashable)
+		return 0;
+	for (i = 0; i < scope->nkeys; i++)
+	{
+		uint32		k = 0;
+
+		if (!nulls[i])
+			k = DatumGetUInt32(FunctionCall1Coll(&scope->hash[i],
+												 scope->collations[i], key[i]));
+		h = hash_combine(h, k);
+	}
+	return h;
+}
+
+/*
+ * The key as people read it, for messages: a JSON array of the values'
+ * text forms, as the fencing.scopes view shows it.  For people only: it
+ * depends on the session's settings, and two keys may print alike.
+ */
+char *
+ScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls)
+{
+	StringInfoData buf;
+	int			i;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '[');
+	if (!scope->table_scope)
+	{
+		for (i = 0; i < scope->nkeys; i++)
+		{
+			if (i > 0)
+				appendStringInfoChar(&buf, ',');
+			if (nulls[i])
+				appendStringInfoString(&buf, "null");
+			else
+				escape_json(&buf, OutputFunctionCall(&scope->out[i], key[i]));
+		}
+	}
+	appendStringInfoChar(&buf, ']');
+	return buf.data;
+}
+
+/* ------------------------------------------------------------------------
+ * The per-transaction cache of the scopes this transaction has advanced
+ * ------------------------------------------------------------------------
+ */
+
+/* One fence a (sub)transaction advanced a key to; the newest first. */
+typedef struct ScopeCacheVersion
+{
+	Fence		fence;
+	bool		ours;			/* advanced by a write the guard accepted */
+	SubTransactionId subxid;
+	struct ScopeCacheVersion *older;
+} ScopeCacheVersion;
+
+/* One key of one scope */
+typedef struct ScopeCacheItem
+{
+	struct ScopeCacheItem *next;	/* in the same bucket */
+	Datum	   *key;
+	bool	   *nulls;
+	ScopeCacheVersion *newest;	/* NULL: forgotten */
+} ScopeCacheItem;
+
+typedef struct ScopeCacheBucketKey
+{
+	Oid			storage;
+	uint32		hash;
+} ScopeCacheBucketKey;
+
+typedef struct ScopeCacheBucket
+{
+	ScopeCacheBucketKey key;	/* hash key, must be first */
+	ScopeCacheItem *items;
+} ScopeCacheBucket;
 
 static MemoryContext scope_cache_cxt = NULL;
 static HTAB *scope_cache = NULL;
-
-/* Append the JSON-array key of the given values to buf. */
-static void
-AppendScopeKey(StringInfo buf, int nkeys, Datum *values, bool *nulls,
-			   FmgrInfo *out)
-{
-	int			i;
-
-	appendStringInfoChar(buf, '[');
-	for (i = 0; i < nkeys; i++)
-	{
-		if (i > 0)
-			appendStringInfoChar(buf, ',');
-		if (nulls[i])
-			appendStringInfoString(buf, "null");
-		else
-			escape_json(buf, OutputFunctionCall(&out[i], values[i]));
-	}
-	appendStringInfoChar(buf, ']');
-}
-
-/* The scope key of a row of a protected relation, with cached functions. */
-char *
-BuildScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc tupdesc)
-{
-	StringInfoData buf;
-	Datum		values[INDEX_MAX_KEYS];
-	bool		nulls[INDEX_MAX_KEYS];
-	int			i;
-
-	for (i = 0; i < cfg->nkeys; i++)
-		values[i] = heap_getattr(tuple, cfg->key_attnums[i], tupdesc, &nulls[i]);
-	initStringInfo(&buf);
-	AppendScopeKey(&buf, cfg->nkeys, values, nulls, cfg->key_out);
-	return buf.data;
-}
-
-/* The scope key of arbitrary values (slow path: looks up the functions). */
-char *
-ScopeKeyFromValues(int nkeys, Datum *values, bool *nulls, Oid *typids)
-{
-	StringInfoData buf;
-	FmgrInfo   *out = palloc(sizeof(FmgrInfo) * Max(nkeys, 1));
-	int			i;
-
-	for (i = 0; i < nkeys; i++)
-	{
-		Oid			func;
-		bool		isvarlena;
-
-		getTypeOutputInfo(typids[i], &func, &isvarlena);
-		fmgr_info(func, &out[i]);
-	}
-	initStringInfo(&buf);
-	AppendScopeKey(&buf, nkeys, values, nulls, out);
-	return buf.data;
-}
-
-/* Forget the cache: its entries are no longer backed by locks we hold. */
-static void
-ResetScopeCache(void)
-{
-	scope_cache = NULL;
-	scope_cache_cxt = NULL;
-}
 
 /* Transaction end: the cache lived in TopTransactionContext. */
 static void
@@ -174,7 +266,8 @@ ScopeCacheXactCallback(XactEvent event, void *arg pg_attribute_unused())
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
-			ResetScopeCache();
+			scope_cache = NULL;
+			scope_cache_cxt = NULL;
 			break;
 		default:
 			break;
@@ -182,19 +275,35 @@ ScopeCacheXactCallback(XactEvent event, void *arg pg_attribute_unused())
 }
 
 /*
- * Subtransaction abort: what it advanced is rolled back and its locks
- * released.  Dropping the whole cache is conservative and cheap.
+ * Subtransaction abort: what it (and the subtransactions it started, whose
+ * ids are all greater) advanced is rolled back and its row locks are gone.
  */
 static void
-ScopeCacheSubXactCallback(SubXactEvent event,
-						  SubTransactionId mySubid pg_attribute_unused(),
+ScopeCacheSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 						  SubTransactionId parentSubid pg_attribute_unused(),
 						  void *arg pg_attribute_unused())
 {
-	if (event == SUBXACT_EVENT_ABORT_SUB && scope_cache_cxt != NULL)
+	HASH_SEQ_STATUS status;
+	ScopeCacheBucket *bucket;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB || scope_cache == NULL)
+		return;
+	hash_seq_init(&status, scope_cache);
+	while ((bucket = hash_seq_search(&status)) != NULL)
 	{
-		MemoryContextDelete(scope_cache_cxt);
-		ResetScopeCache();
+		ScopeCacheItem **link = &bucket->items;
+
+		while (*link != NULL)
+		{
+			ScopeCacheItem *item = *link;
+
+			while (item->newest != NULL && item->newest->subxid >= mySubid)
+				item->newest = item->newest->older;
+			if (item->newest == NULL)
+				*link = item->next;
+			else
+				link = &item->next;
+		}
 	}
 }
 
@@ -206,38 +315,38 @@ ScopesInit(void)
 	RegisterSubXactCallback(ScopeCacheSubXactCallback, NULL);
 }
 
-/* Hash of a (scope_name, key) pair. */
-static uint64
-ScopeHash(const char *scope_name, const char *key)
+/* The cached item of a key, or NULL. */
+static ScopeCacheItem *
+LookupScopeCache(ScopeStorage *scope, uint32 hash, Datum *key, bool *nulls)
 {
-	uint64		h1 = hash_bytes_extended((const unsigned char *) scope_name,
-										 strlen(scope_name), 0);
-
-	return hash_bytes_extended((const unsigned char *) key, strlen(key), h1);
-}
-
-/* Find the cached entry of a scope, or NULL. */
-static ScopeCacheEntry *
-LookupScopeCache(uint64 hash, const char *scope_name, const char *key)
-{
-	ScopeCacheEntry *entry;
+	ScopeCacheBucketKey bkey;
+	ScopeCacheBucket *bucket;
+	ScopeCacheItem *item;
 
 	if (scope_cache == NULL)
 		return NULL;
-	entry = hash_search(scope_cache, &hash, HASH_FIND, NULL);
-	if (entry == NULL || strcmp(entry->scope_name, scope_name) != 0 ||
-		strcmp(entry->key, key) != 0)
+	memset(&bkey, 0, sizeof(bkey));
+	bkey.storage = scope->relid;
+	bkey.hash = hash;
+	bucket = hash_search(scope_cache, &bkey, HASH_FIND, NULL);
+	if (bucket == NULL)
 		return NULL;
-	return entry;
+	for (item = bucket->items; item != NULL; item = item->next)
+		if (ScopeKeyEqual(scope, item->key, item->nulls, key, nulls))
+			return item;
+	return NULL;
 }
 
-/* Remember that this transaction holds the scope at fence. */
+/*
+ * Remember that this (sub)transaction advanced the key to fence: by a
+ * write the guard accepted (ours), or by seeding or replication.
+ */
 static void
-RememberScope(uint64 hash, const char *scope_name, const char *key,
-			  const Fence *fence)
+RememberScope(ScopeStorage *scope, uint32 hash, Datum *key, bool *nulls,
+			  ScopeCacheItem *item, const Fence *fence, bool ours)
 {
-	ScopeCacheEntry *entry;
-	bool		found;
+	SubTransactionId subxid = GetCurrentSubTransactionId();
+	ScopeCacheVersion *version;
 
 	if (scope_cache == NULL)
 	{
@@ -246,168 +355,330 @@ RememberScope(uint64 hash, const char *scope_name, const char *key,
 		scope_cache_cxt = AllocSetContextCreate(TopTransactionContext,
 												"fencing scope cache",
 												ALLOCSET_SMALL_SIZES);
-		ctl.keysize = sizeof(uint64);
-		ctl.entrysize = sizeof(ScopeCacheEntry);
+		ctl.keysize = sizeof(ScopeCacheBucketKey);
+		ctl.entrysize = sizeof(ScopeCacheBucket);
 		ctl.hcxt = scope_cache_cxt;
 		scope_cache = hash_create("fencing scope cache", 64, &ctl,
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	entry = hash_search(scope_cache, &hash, HASH_ENTER, &found);
-	if (!found || strcmp(entry->scope_name, scope_name) != 0 ||
-		strcmp(entry->key, key) != 0)
+	if (item == NULL)
 	{
-		/* a new entry, or a hash collision: the newest one wins */
-		entry->scope_name = MemoryContextStrdup(scope_cache_cxt, scope_name);
-		entry->key = MemoryContextStrdup(scope_cache_cxt, key);
+		ScopeCacheBucketKey bkey;
+		ScopeCacheBucket *bucket;
+		bool		found;
+		int			i;
+
+		memset(&bkey, 0, sizeof(bkey));
+		bkey.storage = scope->relid;
+		bkey.hash = hash;
+		bucket = hash_search(scope_cache, &bkey, HASH_ENTER, &found);
+		if (!found)
+			bucket->items = NULL;
+		item = MemoryContextAllocZero(scope_cache_cxt, sizeof(ScopeCacheItem));
+		item->key = MemoryContextAlloc(scope_cache_cxt, sizeof(Datum) * scope->nkeys);
+		item->nulls = MemoryContextAlloc(scope_cache_cxt, sizeof(bool) * scope->nkeys);
+		for (i = 0; i < scope->nkeys; i++)
+		{
+			item->nulls[i] = nulls[i];
+			if (nulls[i])
+				item->key[i] = (Datum) 0;
+			else
+			{
+				MemoryContext oldcxt = MemoryContextSwitchTo(scope_cache_cxt);
+
+				item->key[i] = datumCopy(key[i], scope->typbyval[i],
+										 scope->typlen[i]);
+				MemoryContextSwitchTo(oldcxt);
+			}
+		}
+		item->next = bucket->items;
+		bucket->items = item;
 	}
-	entry->fence = *fence;
-}
 
-/* Prepare and keep the plans; again if the extension was recreated. */
-static void
-PreparePlans(void)
-{
-	Oid			fence_type = FencingTypeOid();
-	Oid			argtypes[3] = {TEXTOID, TEXTOID, fence_type};
-	static const char *const upsert_sql[2] = {
-		"INSERT INTO fencing.scopes AS s (scope_name, key, fence) "
-		"VALUES ($1, $2, $3) ON CONFLICT (scope_name, key) "
-		"DO UPDATE SET fence = EXCLUDED.fence "
-		"WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence",
-		"INSERT INTO fencing.scopes AS s (scope_name, key, fence) "
-		"VALUES ($1, $2, $3) ON CONFLICT (scope_name, key) "
-		"DO UPDATE SET fence = EXCLUDED.fence "
-		"WHERE s.fence OPERATOR(fencing.<=) EXCLUDED.fence"
-	};
-	int			i;
-
-	if (plans_fence_type == fence_type && select_plan != NULL)
+	/* the newest version of this subtransaction is overwritten in place */
+	if (item->newest != NULL && item->newest->subxid == subxid)
+	{
+		item->newest->fence = *fence;
+		item->newest->ours = ours;
 		return;
-	for (i = 0; i < 2; i++)
-	{
-		if (upsert_plans[i] != NULL)
-			SPI_freeplan(upsert_plans[i]);
-		upsert_plans[i] = SPI_prepare(upsert_sql[i], 3, argtypes);
-		if (upsert_plans[i] == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(upsert_plans[i]);
 	}
-	if (select_plan != NULL)
-		SPI_freeplan(select_plan);
-	select_plan = SPI_prepare("SELECT fence, xmin FROM fencing.scopes "
-							  "WHERE scope_name OPERATOR(pg_catalog.=) $1 "
-							  "AND key OPERATOR(pg_catalog.=) $2",
-							  2, argtypes);
-	if (select_plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(select_plan);
-	plans_fence_type = fence_type;
+	version = MemoryContextAlloc(scope_cache_cxt, sizeof(ScopeCacheVersion));
+	version->fence = *fence;
+	version->ours = ours;
+	version->subxid = subxid;
+	version->older = item->newest;
+	item->newest = version;
 }
 
-/* A non-HOT update of a scope row: its new version needs an index entry. */
-static void
-ScopeIndexInsert(Relation rel, Relation idx, HeapTuple tup)
-{
-	TupleDesc	desc = RelationGetDescr(rel);
-	Datum		values[2];
-	bool		isnull[2];
-	IndexInfo  *info = BuildIndexInfo(idx);
-
-	values[0] = heap_getattr(tup, Anum_scopes_scope_name, desc, &isnull[0]);
-	values[1] = heap_getattr(tup, Anum_scopes_key, desc, &isnull[1]);
-	/* the key is unchanged and its row locked by us: no unique check */
-	index_insert(idx, values, isnull, &tup->t_self, rel, UNIQUE_CHECK_NO,
-				 true, info);
-}
-
-/*
- * Open fencing.scopes for the fast path, with RowExclusiveLock, and its
- * primary key into *idx; NULL when the table does not qualify (more than
- * the one index, triggers or row security: the SPI path handles those).
+/* ------------------------------------------------------------------------
+ * The storage table
+ * ------------------------------------------------------------------------
  */
-static Relation
-OpenScopesForFastPath(Relation *idx)
+
+/* The outcome of one look at the storage table */
+typedef enum ScopeRowResult
 {
-	Relation	rel = NULL;
+	SCOPE_ROW_ACCEPTED,
+	SCOPE_ROW_REJECTED,
+	SCOPE_ROW_RETRY				/* look again: something changed meanwhile */
+} ScopeRowResult;
+
+/* Raise SF005: the storage table is not as protect() made it. */
+static void
+ReportStorageAltered(ScopeStorage *scope, Relation rel, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("the fence storage of scope \"%s\" has been altered",
+					scope->scope_name),
+			 errdetail("Table \"%s\" %s; the guard writes it directly and cannot keep anything else up to date.",
+					   RelationGetRelationName(rel), what),
+			 errhint("Remove what was added to table \"%s\".",
+					 RelationGetRelationName(rel)),
+			 errtable(rel)));
+}
+
+/* Open the storage table and its unique index for writing. */
+static Relation
+OpenStorage(ScopeStorage *scope, Relation *idx)
+{
+	Relation	rel = try_table_open(scope->relid, RowExclusiveLock);
 	List	   *indexes;
 
-	if (OidIsValid(scopes_relid))
-	{
-		/* the extension may have been dropped and created again */
-		rel = try_table_open(scopes_relid, RowExclusiveLock);
-		if (rel != NULL &&
-			(RelationGetNamespace(rel) != scopes_nspid ||
-			 strcmp(RelationGetRelationName(rel), "scopes") != 0))
-		{
-			table_close(rel, RowExclusiveLock);
-			rel = NULL;
-		}
-	}
 	if (rel == NULL)
-	{
-		scopes_nspid = FencingSchemaOid();
-		scopes_relid = get_relname_relid("scopes", scopes_nspid);
-		if (!OidIsValid(scopes_relid))
-			elog(ERROR, "table fencing.scopes is missing");
-		rel = table_open(scopes_relid, RowExclusiveLock);
-	}
-
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+				 errmsg("the fence storage of scope \"%s\" is missing",
+						scope->scope_name),
+				 errhint("Call fencing.protect() on the table again to repair its guard.")));
 	indexes = RelationGetIndexList(rel);
-	if (list_length(indexes) != 1 || rel->trigdesc != NULL ||
-		rel->rd_rel->relrowsecurity ||
-		rel->rd_rel->relkind != RELKIND_RELATION)
-	{
-		table_close(rel, RowExclusiveLock);
-		return NULL;
-	}
-	scopes_pkey = linitial_oid(indexes);
-	*idx = index_open(scopes_pkey, RowExclusiveLock);
-	if ((*idx)->rd_index->indnatts != 2 ||
-		(*idx)->rd_index->indkey.values[0] != Anum_scopes_scope_name ||
-		(*idx)->rd_index->indkey.values[1] != Anum_scopes_key ||
-		!(*idx)->rd_index->indisunique || !(*idx)->rd_index->indisvalid)
-	{
-		index_close(*idx, RowExclusiveLock);
-		table_close(rel, RowExclusiveLock);
-		return NULL;
-	}
+	if (list_length(indexes) != 1 || linitial_oid(indexes) != scope->indexid)
+		ReportStorageAltered(scope, rel, "has other indexes");
+	if (rel->trigdesc != NULL)
+		ReportStorageAltered(scope, rel, "has triggers");
+	if (rel->rd_rel->relrowsecurity)
+		ReportStorageAltered(scope, rel, "has row security");
+	if (rel->rd_rel->relkind != RELKIND_RELATION ||
+		rel->rd_tableam != GetHeapamTableAmRoutine())
+		ReportStorageAltered(scope, rel, "is not a heap table");
+	list_free(indexes);
+	*idx = index_open(scope->indexid, RowExclusiveLock);
 	return rel;
 }
 
+/* Scan keys for a key: equality, or IS NULL. */
+static void
+InitKeyScan(ScopeStorage *scope, Relation idx, Datum *key, bool *nulls,
+			ScanKey skey)
+{
+	int			i;
+
+	for (i = 0; i < scope->nkeys; i++)
+	{
+		if (nulls[i])
+			ScanKeyEntryInitialize(&skey[i], SK_ISNULL | SK_SEARCHNULL, i + 1,
+								   InvalidStrategy, InvalidOid, InvalidOid,
+								   InvalidOid, (Datum) 0);
+		else
+			ScanKeyEntryInitializeWithInfo(&skey[i], 0, i + 1,
+										   BTEqualStrategyNumber, InvalidOid,
+										   idx->rd_indcollation[i],
+										   &scope->eq[i], key[i]);
+	}
+}
+
+/* Find the key's row visible to snapshot; its TID into *tid. */
+static bool
+FindKeyRow(Relation rel, Relation idx, ScanKey skey, int nkeys,
+		   Snapshot snapshot, TupleTableSlot *slot, ItemPointer tid)
+{
+	IndexScanDesc scan;
+	bool		found;
+
+	scan = FencingIndexBeginscan(rel, idx, snapshot, nkeys, 0);
+	index_rescan(scan, skey, nkeys, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+		*tid = slot->tts_tid;
+	index_endscan(scan);
+	return found;
+}
+
+/* Insert index entries for a new row version of the storage table. */
+static void
+InsertKeyIndexEntry(Relation rel, Relation idx, HeapTuple tup,
+					IndexUniqueCheck check)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	IndexInfo  *info = BuildIndexInfo(idx);
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	int			i;
+
+	for (i = 0; i < info->ii_NumIndexAttrs; i++)
+		values[i] = heap_getattr(tup, info->ii_IndexAttrNumbers[i], desc,
+								 &isnull[i]);
+	index_insert(idx, values, isnull, &tup->t_self, rel, check, false, info);
+}
+
 /*
- * The fast path of ScopeCheckAndAdvance for a key that has a row: what the
- * upsert does when it finds the row, done directly.  Returns
- * SCOPE_FAST_NO_ROW when there is no row (or no fast path), and the SPI
- * upsert must run.
+ * The key has a row: lock its newest version, compare, advance it when
+ * token is newer.  An equal token is accepted, without a change, only
+ * with accept_equal.  tid is the version our snapshot found.
  */
-static ScopeFastResult
-ScopeFastCheckAndAdvance(Datum scope_name, Datum key, const Fence *token,
-						 bool strict, Fence *lost_to)
+static ScopeRowResult
+AdvanceKeyRow(Relation rel, Relation idx, ItemPointer tid, Snapshot snapshot,
+			  TupleTableSlot *slot, const Fence *token, bool accept_equal,
+			  Fence *lost_to)
+{
+	TM_Result	tmres;
+	TM_FailureData tmfd;
+	HeapTuple	oldtup;
+	bool		shouldfree;
+	bool		isnull;
+	Fence		fence;
+	int			cmp;
+	ScopeRowResult result;
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			fence_attnum = desc->natts;
+
+	/* lock the newest version, waiting for its updater if any */
+	tmres = table_tuple_lock(rel, tid, snapshot, slot,
+							 GetCurrentCommandId(true),
+							 LockTupleNoKeyExclusive, LockWaitBlock, 0,
+							 &tmfd);
+	if (tmres == TM_Updated || tmres == TM_Deleted)
+	{
+		if (IsolationUsesXactSnapshot())
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update")));
+		return SCOPE_ROW_RETRY;	/* READ COMMITTED: look again */
+	}
+	if (tmres != TM_Ok)
+		elog(ERROR, "unexpected result %d locking a row of scope storage \"%s\"",
+			 (int) tmres, RelationGetRelationName(rel));
+
+	oldtup = ExecFetchSlotHeapTuple(slot, false, &shouldfree);
+	fence = *DatumGetFenceP(heap_getattr(oldtup, fence_attnum, desc, &isnull));
+	cmp = FenceCmp(token, &fence);
+	if (cmp > 0)
+	{
+		/* advance it; the fence is not indexed, so this is usually HOT */
+		Datum		value = FencePGetDatum(token);
+		bool		null = false;
+		HeapTuple	newtup;
+
+		newtup = heap_modify_tuple_by_cols(oldtup, desc, 1, &fence_attnum,
+										   &value, &null);
+		if (FencingSimpleHeapUpdate(rel, &oldtup->t_self, newtup))
+			InsertKeyIndexEntry(rel, idx, newtup, UNIQUE_CHECK_NO);
+		heap_freetuple(newtup);
+		result = SCOPE_ROW_ACCEPTED;
+	}
+	else if (cmp == 0 && accept_equal)
+		result = SCOPE_ROW_ACCEPTED;	/* locked, and nothing to change */
+	else
+	{
+		*lost_to = fence;
+		result = SCOPE_ROW_REJECTED;
+	}
+	if (shouldfree)
+		heap_freetuple(oldtup);
+	return result;
+}
+
+/*
+ * The key has no row our snapshot sees: insert one, unless another
+ * transaction is inserting or has inserted it.
+ */
+static ScopeRowResult
+InsertKeyRow(ScopeStorage *scope, Relation rel, Relation idx, ScanKey skey,
+			 Datum *key, bool *nulls, uint32 hash, TupleTableSlot *slot,
+			 const Fence *token)
+{
+	LOCKTAG		tag;
+	SnapshotData dirty;
+	ItemPointerData tid;
+	TupleDesc	desc = RelationGetDescr(rel);
+	Datum		values[INDEX_MAX_KEYS + 1];
+	bool		isnull[INDEX_MAX_KEYS + 1];
+	HeapTuple	tup;
+	int			i;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, scope->relid, hash,
+						 FENCING_NEW_KEY_LOCK);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+	InitDirtySnapshot(dirty);
+	if (FindKeyRow(rel, idx, skey, scope->nkeys, &dirty, slot, &tid))
+	{
+		TransactionId xwait = TransactionIdIsValid(dirty.xmin) ?
+			dirty.xmin : dirty.xmax;
+
+		LockRelease(&tag, ExclusiveLock, false);
+		if (TransactionIdIsValid(xwait) &&
+			!TransactionIdIsCurrentTransactionId(xwait))
+		{
+			XactLockTableWait(xwait, rel, &tid, XLTW_InsertIndexUnique);
+			return SCOPE_ROW_RETRY;
+		}
+		/* committed since our snapshot was taken */
+		if (IsolationUsesXactSnapshot())
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update"),
+					 errdetail("Another transaction wrote the first fence of scope \"%s\" key %s.",
+							   scope->scope_name,
+							   ScopeKeyToText(scope, key, nulls))));
+		return SCOPE_ROW_RETRY;
+	}
+
+	for (i = 0; i < scope->nkeys; i++)
+	{
+		values[i] = key[i];
+		isnull[i] = nulls[i];
+	}
+	values[scope->nkeys] = FencePGetDatum(token);
+	isnull[scope->nkeys] = false;
+	tup = heap_form_tuple(desc, values, isnull);
+	simple_heap_insert(rel, tup);
+	InsertKeyIndexEntry(rel, idx, tup, UNIQUE_CHECK_YES);
+	heap_freetuple(tup);
+
+	LockRelease(&tag, ExclusiveLock, false);
+	return SCOPE_ROW_ACCEPTED;
+}
+
+/*
+ * Look the key up in the storage table and settle it: advance its fence
+ * to token when token is newer (inserting the key's first row if need
+ * be), accept an equal token only with accept_equal.
+ */
+static bool
+SettleKeyRow(ScopeStorage *scope, Datum *key, bool *nulls, uint32 hash,
+			 const Fence *token, bool accept_equal, Fence *lost_to)
 {
 	Relation	rel;
 	Relation	idx;
 	TupleTableSlot *slot;
-	ScopeFastResult result;
+	ScanKeyData skey[INDEX_MAX_KEYS];
+	ScopeRowResult result = SCOPE_ROW_RETRY;
+	int			attempt;
 
-	rel = OpenScopesForFastPath(&idx);
-	if (rel == NULL)
-		return SCOPE_FAST_NO_ROW;
+	rel = OpenStorage(scope, &idx);
 	slot = table_slot_create(rel, NULL);
+	InitKeyScan(scope, idx, key, nulls, skey);
 
-	for (;;)
+	for (attempt = 0; result == SCOPE_ROW_RETRY; attempt++)
 	{
 		Snapshot	snapshot;
-		ScanKeyData skey[2];
-		IndexScanDesc scan;
-		bool		found;
 		ItemPointerData tid;
-		TM_Result	tmres;
-		TM_FailureData tmfd;
-		HeapTuple	oldtup;
-		bool		shouldfree;
-		bool		isnull;
-		Fence		fence;
-		int			cmp;
+
+		if (attempt >= 1000)
+			elog(ERROR, "could not settle the fence of scope \"%s\" key %s",
+				 scope->scope_name, ScopeKeyToText(scope, key, nulls));
+		CHECK_FOR_INTERRUPTS();
 
 		/*
 		 * As SPI does before each query: see what this command wrote so far
@@ -415,197 +686,83 @@ ScopeFastCheckAndAdvance(Datum scope_name, Datum key, const Fence *token,
 		 * one under READ COMMITTED.
 		 */
 		CommandCounterIncrement();
-		snapshot = GetTransactionSnapshot();
+		/* registered: PostgreSQL 18 asserts so in every MVCC visibility check */
+		snapshot = RegisterSnapshot(GetTransactionSnapshot());
 
-		ScanKeyInit(&skey[0], 1, BTEqualStrategyNumber, F_TEXTEQ, scope_name);
-		skey[0].sk_collation = idx->rd_indcollation[0];
-		ScanKeyInit(&skey[1], 2, BTEqualStrategyNumber, F_TEXTEQ, key);
-		skey[1].sk_collation = idx->rd_indcollation[1];
-		scan = index_beginscan(rel, idx, snapshot, 2, 0);
-		index_rescan(scan, skey, 2, NULL, 0);
-		found = index_getnext_slot(scan, ForwardScanDirection, slot);
-		if (found)
-			tid = slot->tts_tid;
-		index_endscan(scan);
-		if (!found)
-		{
-			result = SCOPE_FAST_NO_ROW;
-			break;
-		}
-
-		/* lock the newest version, waiting for its updater if any */
-		tmres = table_tuple_lock(rel, &tid, snapshot, slot,
-								 GetCurrentCommandId(true),
-								 LockTupleNoKeyExclusive, LockWaitBlock, 0,
-								 &tmfd);
-		if (tmres == TM_Updated || tmres == TM_Deleted)
-		{
-			if (IsolationUsesXactSnapshot())
-				ereport(ERROR,
-						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not serialize access due to concurrent update")));
-			continue;			/* READ COMMITTED: look again */
-		}
-		if (tmres != TM_Ok)
-			elog(ERROR, "unexpected result %d locking a row of fencing.scopes",
-				 (int) tmres);
-
-		oldtup = ExecFetchSlotHeapTuple(slot, false, &shouldfree);
-		fence = *DatumGetFenceP(heap_getattr(oldtup, Anum_scopes_fence,
-											 RelationGetDescr(rel), &isnull));
-		cmp = FenceCmp(token, &fence);
-		if (cmp > 0 || (cmp == 0 && !strict))
-		{
-			/* advance it; fence is not indexed, so this is usually HOT */
-			int			attnum = Anum_scopes_fence;
-			Datum		value = FencePGetDatum(token);
-			bool		null = false;
-			HeapTuple	newtup;
-
-			newtup = heap_modify_tuple_by_cols(oldtup, RelationGetDescr(rel),
-											   1, &attnum, &value, &null);
-#if PG_VERSION_NUM >= 160000
-			{
-				TU_UpdateIndexes update_indexes;
-
-				simple_heap_update(rel, &tid, newtup, &update_indexes);
-				if (update_indexes != TU_None)
-					ScopeIndexInsert(rel, idx, newtup);
-			}
-#else
-			simple_heap_update(rel, &tid, newtup);
-			if (!HeapTupleIsHeapOnly(newtup))
-				ScopeIndexInsert(rel, idx, newtup);
-#endif
-			heap_freetuple(newtup);
-			result = SCOPE_FAST_ACCEPTED;
-		}
-		else if (cmp == 0 &&
-				 TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(oldtup->t_data)))
-			result = SCOPE_FAST_ACCEPTED;	/* a repeat write of ours */
+		if (FindKeyRow(rel, idx, skey, scope->nkeys, snapshot, slot, &tid))
+			result = AdvanceKeyRow(rel, idx, &tid, snapshot, slot, token,
+								   accept_equal, lost_to);
 		else
-		{
-			*lost_to = fence;
-			result = SCOPE_FAST_REJECTED;
-		}
-		if (shouldfree)
-			heap_freetuple(oldtup);
-		break;
+			result = InsertKeyRow(scope, rel, idx, skey, key, nulls, hash,
+								  slot, token);
+		UnregisterSnapshot(snapshot);
 	}
 
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(idx, NoLock);
 	table_close(rel, NoLock);
-	return result;
+	return result == SCOPE_ROW_ACCEPTED;
 }
 
 /*
- * Check token against the fence of (scope_name, key) and advance it.
+ * Check token against the fence of a scope's key and advance it: the
+ * guard's check of a write.
  *
- * Returns true when the write is accepted: token is newer than the scope's
- * fence (strict: >, else >=), or equal to it and this transaction wrote
- * the scope with it.  Returns false otherwise, with *lost_to set to the
- * fence that won.  Runs the SQL as the extension owner: no other role may
- * write fencing.scopes.
+ * Returns true when the write is accepted: token is newer than the key's
+ * fence (strict: >, else >=), or equal to a fence that a write the guard
+ * accepted in this transaction advanced the key to.  Returns false
+ * otherwise, with *lost_to set to the fence that won.
  */
 bool
-ScopeCheckAndAdvance(const char *scope_name, const char *key,
+ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 					 const Fence *token, bool strict, Fence *lost_to)
 {
-	uint64		hash = ScopeHash(scope_name, key);
-	ScopeCacheEntry *cached = LookupScopeCache(hash, scope_name, key);
-	Datum		args[3];
-	FencingSavedUser saved;
-	bool		accepted;
-	int			rc;
+	uint32		hash = ScopeKeyHash(scope, key, nulls);
+	ScopeCacheItem *cached = LookupScopeCache(scope, hash, key, nulls);
 
 	if (cached != NULL)
 	{
-		int			cmp = FenceCmp(token, &cached->fence);
+		ScopeCacheVersion *newest = cached->newest;
+		int			cmp = FenceCmp(token, &newest->fence);
 
-		/* we hold the row lock: the cached fence is the scope's fence */
-		if (cmp == 0)
-			return true;
-		if (cmp < 0)
+		/* we hold the row lock: the cached fence is the key's fence */
+		if (cmp < 0 || (cmp == 0 && !newest->ours && strict))
 		{
-			*lost_to = cached->fence;
+			*lost_to = newest->fence;
 			return false;
 		}
-	}
-
-	args[0] = CStringGetTextDatum(scope_name);
-	args[1] = CStringGetTextDatum(key);
-	args[2] = FencePGetDatum(token);
-
-	switch (ScopeFastCheckAndAdvance(args[0], args[1], token, strict, lost_to))
-	{
-		case SCOPE_FAST_ACCEPTED:
-			RememberScope(hash, scope_name, key, token);
+		if (cmp == 0)
 			return true;
-		case SCOPE_FAST_REJECTED:
-			return false;
-		case SCOPE_FAST_NO_ROW:
-			break;
 	}
 
-	FencingBecomeOwner(&saved);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	PreparePlans();
-	rc = SPI_execute_plan(upsert_plans[strict ? 0 : 1], args, NULL, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "could not advance fencing.scopes: %s", SPI_result_code_string(rc));
-
-	if (SPI_processed == 1)
-		accepted = true;
-	else
-	{
-		/*
-		 * The row exists, its fence beat the token, and ON CONFLICT has
-		 * locked it: read it to tell a repeat write of this transaction
-		 * from a stale one.
-		 */
-		HeapTuple	tup;
-		bool		isnull;
-		TransactionId xmin;
-
-		rc = SPI_execute_plan(select_plan, args, NULL, false, 1);
-		if (rc != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "scope row of \"%s\" key %s vanished", scope_name, key);
-		tup = SPI_tuptable->vals[0];
-		*lost_to = *DatumGetFenceP(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
-		xmin = DatumGetTransactionId(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
-		accepted = FenceCmp(token, lost_to) == 0 &&
-			TransactionIdIsCurrentTransactionId(xmin);
-	}
-	SPI_finish();
-	FencingRestoreUser(&saved);
-
-	if (accepted)
-		RememberScope(hash, scope_name, key, token);
-	return accepted;
+	if (!SettleKeyRow(scope, key, nulls, hash, token, !strict, lost_to))
+		return false;
+	RememberScope(scope, hash, key, nulls, cached, token, true);
+	return true;
 }
 
-PG_FUNCTION_INFO_V1(fencing_scope_key);
-
 /*
- * fencing.scope_key(VARIADIC text[]): the key of fencing.scopes for these
- * values, so that an operator can find a scope's fence.
+ * Advance a scope's key to fence unless it is there already, without a
+ * check: for seeding from existing rows, and for the writes the logical
+ * replication apply worker replays.  Returns false, with *current set,
+ * when the key's fence is newer than fence (it is left as it is).  This
+ * is no write of the guard: it never makes an equal token acceptable.
  */
-Datum
-fencing_scope_key(PG_FUNCTION_ARGS)
+bool
+ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
+			Fence *current)
 {
-	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
-	Datum	   *values;
-	bool	   *nulls;
-	Oid		   *typids;
-	int			n;
-	int			i;
+	uint32		hash = ScopeKeyHash(scope, key, nulls);
+	ScopeCacheItem *cached = LookupScopeCache(scope, hash, key, nulls);
 
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &values, &nulls, &n);
-	typids = palloc(sizeof(Oid) * Max(n, 1));
-	for (i = 0; i < n; i++)
-		typids[i] = TEXTOID;
-	PG_RETURN_TEXT_P(cstring_to_text(ScopeKeyFromValues(n, values, nulls, typids)));
+	if (cached != NULL && FenceCmp(fence, &cached->newest->fence) <= 0)
+	{
+		*current = cached->newest->fence;
+		return FenceCmp(fence, current) == 0;
+	}
+	if (!SettleKeyRow(scope, key, nulls, hash, fence, true, current))
+		return false;
+	if (cached != NULL)
+		RememberScope(scope, hash, key, nulls, cached, fence, false);
+	return true;
 }

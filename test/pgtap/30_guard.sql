@@ -30,7 +30,7 @@ SELECT ok((SELECT tgtype & (1 | 2 | 4 | 8 | 16) = (1 | 2 | 4 | 8 | 16)
 
 -- catalog tables
 SELECT has_table('fencing', 'protected', 'fencing.protected exists');
-SELECT has_table('fencing', 'scopes', 'fencing.scopes exists');
+SELECT has_view('fencing', 'scopes', 'fencing.scopes is a view of every scope''s fences');
 SELECT col_type_is('fencing', 'protected', 'relid', 'regclass', 'protected.relid is regclass');
 SELECT col_type_is('fencing', 'protected', 'fence_column', 'name', 'protected.fence_column is name');
 SELECT col_type_is('fencing', 'protected', 'key_columns', 'name[]', 'protected.key_columns is name[]');
@@ -40,7 +40,7 @@ SELECT col_is_pk('fencing', 'protected', 'relid', 'protected is keyed by relid')
 SELECT col_type_is('fencing', 'scopes', 'scope_name', 'text', 'scopes.scope_name is text');
 SELECT col_type_is('fencing', 'scopes', 'key', 'text', 'scopes.key is text');
 SELECT col_type_is('fencing', 'scopes', 'fence', 'fencing', 'fence', 'scopes.fence is fencing.fence');
-SELECT col_is_pk('fencing', 'scopes', ARRAY['scope_name', 'key'], 'scopes is keyed by (scope_name, key)');
+SELECT col_is_pk('fencing', 'scope_storage', 'scope_name', 'the registry of scopes is keyed by scope_name');
 SELECT is((SELECT string_agg(format('%s %s %s %s %s', relid, fence_column, key_columns,
                                     strict, scope_name), '; ' ORDER BY relid::text)
              FROM fencing.protected
@@ -80,8 +80,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON public.tap_accounts TO tap_fencing_other
 SET LOCAL ROLE tap_fencing_other;
 SELECT throws_ok($$SELECT fencing.unprotect('public.tap_accounts')$$,
                  '42501', NULL, 'a non-owner cannot unprotect');
-SELECT throws_ok($$DELETE FROM fencing.scopes$$,
-                 '42501', NULL, 'a non-owner cannot write fencing.scopes');
+SELECT throws_ok(format('DELETE FROM %s', s.storage),
+                 '42501', NULL, 'a non-owner cannot write the fences of a scope')
+  FROM fencing.scope_storage s WHERE s.scope_name = 'public.tap_ledger';
 RESET ROLE;
 
 SELECT * FROM finish();

@@ -7,7 +7,8 @@
 # guard (enabled ALWAYS) lets it through, because the publisher already
 # checked.  Local writes on the subscriber are still guarded: no token is
 # SF002, a token older than what replicated is SF001, with or without
-# session_replication_role = replica.
+# session_replication_role = replica.  And a replicated change never
+# lowers a fence of the subscriber: the apply worker gets SF001.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -171,6 +172,54 @@ $pub->safe_psql('postgres', q{
 $pub->wait_for_catchup('sub');
 is($sub->safe_psql('postgres', 'SELECT fence FROM ledger WHERE id = 6'),
 	'2:6', 'replication goes on after the refused local writes');
+
+# A replicated change never lowers a fence of the subscriber.  Each table
+# has a subscription of its own, so that each refused change (the apply
+# worker then retries it, as PostgreSQL does with a failed apply) holds up
+# only its own.
+my $lowering = q{
+CREATE TABLE r_acc (id text PRIMARY KEY, fence fencing.fence);
+CREATE TABLE k_led (id bigint PRIMARY KEY, account text NOT NULL, fence fencing.fence);
+SELECT fencing.protect('r_acc');
+SELECT fencing.protect('k_led', key_columns => '{account}');
+};
+$pub->safe_psql('postgres', $lowering . q{
+	INSERT INTO r_acc VALUES ('x', '4:1');
+	CREATE PUBLICATION pub_r FOR TABLE r_acc;
+	CREATE PUBLICATION pub_k FOR TABLE k_led;});
+$sub->safe_psql('postgres', $lowering);
+foreach my $t ('r', 'k')
+{
+	$sub->safe_psql('postgres',
+		"CREATE SUBSCRIPTION sub_$t CONNECTION '"
+		  . $pub->connstr
+		  . " dbname=postgres' PUBLICATION pub_$t");
+	$sub->wait_for_subscription_sync($pub, "sub_$t");
+}
+# the subscriber's own writes take its fences beyond the publisher's
+$sub->safe_psql('postgres', q{
+	UPDATE r_acc SET fence = '6:0' WHERE id = 'x';
+	BEGIN; SET LOCAL fencing.token = '6:0';
+	INSERT INTO k_led VALUES (100, 'k');
+	COMMIT;});
+# then the publisher writes tokens newer than its own fences, older than
+# the subscriber's
+my $offset = -s $sub->logfile;
+$pub->safe_psql('postgres', q{
+	UPDATE r_acc SET fence = '5:0' WHERE id = 'x';
+	BEGIN; SET LOCAL fencing.token = '5:0';
+	INSERT INTO k_led VALUES (1, 'k');
+	COMMIT;});
+ok($sub->wait_for_log(qr/ERROR:  stale fence token 5:0 for table "r_acc"/, $offset),
+	'the apply worker is refused a change that would lower a row fence (SF001)');
+ok($sub->wait_for_log(qr/ERROR:  stale fence token 5:0 for table "k_led"/, $offset),
+	'the apply worker is refused a row older than its key scope fence (SF001)');
+is($sub->safe_psql('postgres', q{
+	SELECT (SELECT fence FROM r_acc WHERE id = 'x') || ' ' ||
+	       (SELECT count(*) FROM k_led WHERE id = 1) || ' ' ||
+	       (SELECT fence FROM fencing.scopes WHERE scope_name = 'public.k_led')}),
+	'6:0 0 6:0', 'the subscriber keeps its fences: no fence lowered, no stale row');
+$sub->safe_psql('postgres', 'DROP SUBSCRIPTION sub_r; DROP SUBSCRIPTION sub_k');
 
 $sub->stop;
 $pub->stop;

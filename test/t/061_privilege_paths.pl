@@ -164,12 +164,25 @@ path('key scope: COPY FROM STDIN with a stale token', 'app',
 path('TRUNCATE (with the TRUNCATE privilege)', 'app', 'TRUNCATE accounts', 'SF002');
 path('TRUNCATE ... CASCADE from a table it owns', 'app', 'TRUNCATE app_codes CASCADE', 'SF002');
 
-# -- the catalog of fences
-path('UPDATE fencing.scopes', 'app', "UPDATE fencing.scopes SET fence = '0'", '42501');
-path('DELETE FROM fencing.scopes', 'app', 'DELETE FROM fencing.scopes', '42501');
+# -- the catalog of fences: the view fencing.scopes (not writable by
+# anyone), the table that holds the ledger scope's fences and the registry
+# of scopes (the extension owner's)
+my $fences = $node->safe_psql('postgres',
+	"SELECT storage FROM fencing.scope_storage WHERE scope_name = 'public.ledger'");
+path('UPDATE fencing.scopes', 'app', "UPDATE fencing.scopes SET fence = '0'", '55000');
+path('DELETE FROM fencing.scopes', 'app', 'DELETE FROM fencing.scopes', '55000');
 path('INSERT INTO fencing.scopes', 'app',
-	q{INSERT INTO fencing.scopes VALUES ('public.ledger', '["c"]', '0')}, '42501');
-path('TRUNCATE fencing.scopes', 'app', 'TRUNCATE fencing.scopes', '42501');
+	q{INSERT INTO fencing.scopes VALUES ('public.ledger', '["c"]', '0')}, '55000');
+path('TRUNCATE fencing.scopes', 'app', 'TRUNCATE fencing.scopes', '42809');
+path('UPDATE the scope storage', 'app', "UPDATE $fences SET fence = '0'", '42501');
+path('DELETE FROM the scope storage', 'app', "DELETE FROM $fences", '42501');
+path('INSERT INTO the scope storage', 'app', "INSERT INTO $fences VALUES ('c', '0')", '42501');
+path('TRUNCATE the scope storage', 'app', "TRUNCATE $fences", '42501');
+path('DROP the scope storage', 'app', "DROP TABLE $fences", '42501');
+path('UPDATE fencing.scope_storage', 'app',
+	'UPDATE fencing.scope_storage SET owner = current_user::regrole', '42501');
+path('DELETE FROM fencing.scope_storage', 'app', 'DELETE FROM fencing.scope_storage', '42501');
+path('fencing.reset_scope()', 'app', "SELECT fencing.reset_scope('public.ledger')", '42501');
 path('UPDATE fencing.protected', 'app',
 	'UPDATE fencing.protected SET key_columns = NULL', '42501');
 path('DELETE FROM fencing.protected', 'app', 'DELETE FROM fencing.protected', '42501');
