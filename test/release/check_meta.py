@@ -12,8 +12,9 @@ Checks, in the tree at ROOT (default: the repository this file is in):
      default_version (1.1), META.json's version and provides.fencing.version
      (the same as a semantic version, 1.1.0: PGXN requires three numbers),
      and the upstream part of debian/changelog's newest version (1.1-1);
-  3. the files named exist: provides' file and docfile, and an install or
-     update script that ends at default_version.
+  3. the files named exist: provides' file (an .sql file, or `pgxn load`
+     skips the extension) and docfile, and an install or update script that
+     ends at default_version.
 
 Prints one line per problem and exits 1, or prints the versions found and
 exits 0.  Only the standard library: it runs wherever python3 does.
@@ -145,6 +146,12 @@ def check_meta(meta, root, problems):
                         problems.append(f"{where}.{key}: {path!r} is not a relative Unix path")
                     elif not os.path.isfile(os.path.join(root, path)):
                         problems.append(f"{where}.{key}: {path} does not exist in the tree")
+                # the PGXN client's rule: `pgxn load` takes an extension
+                # whose file does not end in .sql for something else, and
+                # skips it
+                if isinstance(spec.get("file"), str) and not spec["file"].endswith(".sql"):
+                    problems.append(f"{where}.file: {spec['file']} is not an .sql file "
+                                    "(pgxn load would skip the extension)")
 
     ms = meta.get("meta-spec")
     if ms is not None:

@@ -12,9 +12,10 @@
 # PostgreSQL 15; create a cluster with pg_createcluster on a free port with
 # shared_preload_libraries = 'fencing' and start it with pg_ctlcluster;
 # CREATE EXTENSION, a stale write rejected with SF001, `make installcheck`
-# against that cluster, the package's autopkgtest; then drop the cluster,
-# purge the package, and prove that no file it installed is left and that
-# the system is as it was found.  Last, this run again (given the package
+# against that cluster, the package's autopkgtest; purge the package and
+# prove that no file it installed is left; the PGXN client on the same
+# archive (pgxn install, load, check, uninstall); drop the cluster, and
+# prove that the system is as it was found.  Last, this run again (given the package
 # built here) killed while its installcheck runs, with SIGTERM (its trap
 # cleans up) and with SIGKILL (the cleanup step that every run starts with
 # finds what it left and removes it).
@@ -28,7 +29,7 @@
 # (apt-get, pg_createcluster, pg_dropcluster) run in a session of their own,
 # out of reach of a Ctrl-C, and the trap runs once they are done.  The build
 # dependencies it installs (debhelper, postgresql-server-dev-all at the
-# version of the installed postgresql-common, lintian) are the test
+# version of the installed postgresql-common, lintian, pgxnclient) are the test
 # command's tools, kept like gcc; the system's postgresql-15 is never
 # upgraded or changed.  One run at a time: it holds a lock (flock) on
 # /usr/lib/postgresql/15/lib, the directory it installs into.
@@ -94,6 +95,16 @@ purge_package() {   # purge_package NAME: apt-get purge, dpkg --purge if apt can
     [ -z "$(pkg_state "$p")" ] && echo "purged $p"
 }
 
+pgxn_uninstall() {  # pgxn_uninstall ZIP: what `pgxn install ZIP` put in place
+    # (make uninstall; or, without the archive, the files by name, which no
+    # package owns then)
+    pgxn uninstall --pg_config "$SYSBIN/pg_config" --make make "$1" >/dev/null 2>&1 \
+        || { [ -z "$(pkg_state "$PKG")" ] && rm -rf "/usr/lib/postgresql/$V/lib/fencing.so" \
+                 "/usr/lib/postgresql/$V/lib/bitcode/fencing" "/usr/lib/postgresql/$V/lib/bitcode/fencing.index.bc" \
+                 "/usr/share/postgresql/$V/extension"/fencing.control "/usr/share/postgresql/$V/extension"/fencing--*.sql; }
+    echo "uninstalled the PGXN build"
+}
+
 remove_dir() {      # remove_dir DIR: stop any server running from it, then rm
     local d=$1 pid
     [ -d "$d" ] || return 0
@@ -109,6 +120,7 @@ undo_journal() {    # undo_journal FILE: clusters, then the package, then files
     [ -f "$j" ] || return 0
     while read -r kind a b; do [ "$kind" = cluster ] && drop_cluster "$a" "$b"; done <"$j"
     while read -r kind a b; do [ "$kind" = package ] && purge_package "$a"; done <"$j"
+    while read -r kind a b; do [ "$kind" = pgxn ] && pgxn_uninstall "$a"; done <"$j"
     while read -r kind a b; do [ "$kind" = dir ] && remove_dir "$a"; done <"$j"
     rm -f "$j"
 }
@@ -131,7 +143,7 @@ reap() {
 
 cleanup() {
     trap '' INT TERM HUP
-    # a run of steps 22-25 still going (in a session of its own, out of
+    # a run of steps 26-29 still going (in a session of its own, out of
     # reach of a Ctrl-C) is stopped first: its own trap cleans up after it
     local pid i
     pid=$(cat "${work:-/nonexistent}/nested.pid" 2>/dev/null)
@@ -224,7 +236,7 @@ trap 'exit 143' TERM
 trap 'exit 130' INT
 trap 'exit 129' HUP
 
-# A run to be killed midway (steps 22-25) is this script again, given the
+# A run to be killed midway (steps 26-29) is this script again, given the
 # package built here (FENCING_PACKAGE_DEB, FENCING_PACKAGE_ZIP): it skips the
 # build and the lint, and says when its installcheck starts
 # (FENCING_PACKAGE_READY); all else, journal and trap included, is the same.
@@ -252,7 +264,7 @@ if [ -n "${FENCING_KEEP:-}" ]; then echo "# scratch directory (kept): $work"; el
 if [ -z "$NESTED" ]; then
 common_ver=$(pkg_version postgresql-common)
 want=()
-for p in debhelper lintian postgresql-server-dev-all; do
+for p in debhelper lintian postgresql-server-dev-all pgxnclient; do
     [ "$(pkg_state "$p")" = ii ] || want+=("$p")
 done
 if [ ${#want[@]} -gt 0 ]; then
@@ -265,10 +277,10 @@ if [ ${#want[@]} -gt 0 ]; then
     fencing_apt_install "${want[@]}" 2>&1 | say
 fi
 st=0
-for p in debhelper lintian postgresql-server-dev-all; do
+for p in debhelper lintian postgresql-server-dev-all pgxnclient; do
     [ "$(pkg_state "$p")" = ii ] || { echo "# $p is not installed"; st=1; }
 done
-tap $st "build dependencies installed: debhelper $(pkg_version debhelper), postgresql-server-dev-all $(pkg_version postgresql-server-dev-all), lintian $(pkg_version lintian)"
+tap $st "the tools installed: debhelper $(pkg_version debhelper), postgresql-server-dev-all $(pkg_version postgresql-server-dev-all), lintian $(pkg_version lintian), pgxnclient $(pkg_version pgxnclient)"
 fi
 
 pg_before=$(pkg_version "postgresql-$V")
@@ -479,18 +491,8 @@ grep -E '^### |tests (passed|failed)|\.\.\. (FAILED|failed)' "$work/autopkgtest.
 [ "$st" -ne 0 ] && tail -n 60 "$work/autopkgtest.log" | say
 tap $st "autopkgtest debian/tests/installcheck (pg_buildext installcheck, pg_virtualenv with the preload): $apassed of $want_tests pass ($((SECONDS - t0)) s)"
 
-# 18. drop the cluster
-setsid -w pg_dropcluster --stop "$V" "$CLUSTER" >"$work/drop.log" 2>&1
-st=$?
-unjournal "cluster $V $CLUSTER"
-pg_lsclusters -h | awk '{ print $2 }' | grep -qx "$CLUSTER" && st=1
-for p in "/etc/postgresql/$V/$CLUSTER" "/var/lib/postgresql/$V/$CLUSTER" "/var/log/postgresql/postgresql-$V-$CLUSTER.log"; do
-    [ -e "$p" ] && { echo "# left: $p"; st=1; }
-done
-[ "$st" -ne 0 ] && say <"$work/drop.log"
-tap $st "pg_dropcluster --stop $V $CLUSTER: no configuration, data or log of it left"
-
-# 19. purge the package
+# 18. purge the package (the cluster runs on: since step 16 it does not
+# preload the library, so the server does not need its files)
 setsid -w "${APT[@]}" purge "$PKG" >"$work/purge.log" 2>&1
 st=$?
 [ -z "$(pkg_state "$PKG")" ] || st=1
@@ -498,7 +500,7 @@ st=$?
 [ "$st" -ne 0 ] && tail -n 20 "$work/purge.log" | say
 tap $st "apt-get purge $PKG: not installed, no configuration files kept"
 
-# 20. none of its files is left: every path that `dpkg -L` listed is gone,
+# 19. none of its files is left: every path that `dpkg -L` listed is gone,
 # but for the directories that were there before the package came
 left=()
 while read -r f; do
@@ -511,7 +513,68 @@ done <"$work/installed"
 [ ${#left[@]} -eq 0 ]
 tap $? "none of the $(grep -vcx /. "$work/installed") paths that dpkg -L listed is left (ls after the purge; $(grep -c . "$work/preexisting") directories were there before)"
 
-# 21. the system is as it was found
+# 20-22. the PGXN client on the release archive, offline: what `pgxn install
+# fencing` does after the download (make, make install into the server of
+# pg_config), then `pgxn load` (CREATE EXTENSION, as META.json's provides
+# says) and `pgxn check` (installcheck), against the same cluster
+pgxn_opts=(--pg_config "$SYSBIN/pg_config" --make make)
+st=1
+if [ -z "$(pkg_state "$PKG")" ]; then
+    journal "pgxn $zip"
+    pgxn install "${pgxn_opts[@]}" "$zip" >"$work/pgxn-install.log" 2>&1
+    st=$?
+    for f in "/usr/lib/postgresql/$V/lib/fencing.so" "/usr/share/postgresql/$V/extension/fencing.control"; do
+        [ -f "$f" ] || { echo "# not installed: $f"; st=1; }
+    done
+    dpkg -S "/usr/lib/postgresql/$V/lib/fencing.so" >/dev/null 2>&1 && { echo "# fencing.so belongs to a package"; st=1; }
+fi
+[ "$st" -ne 0 ] && tail -n 30 "$work/pgxn-install.log" | say
+tap $st "pgxn install $(basename "$zip"): built from the archive and installed into the system's PostgreSQL $V, owned by no package"
+
+mkdir -p "$work/pgxn" && chown postgres: "$work/pgxn"
+pgxn_db=(-h /var/run/postgresql -p "$PORT" -U postgres)
+out=$(psql_c -d postgres -c 'CREATE DATABASE fencing_pgxn' 2>&1 \
+    && as_postgres env TMPDIR="$work/pgxn" pgxn load --pg_config "$SYSBIN/pg_config" "${pgxn_db[@]}" -d fencing_pgxn "$zip" 2>&1 \
+    && psql_c -A -t -d fencing_pgxn -c "SELECT extversion FROM pg_extension WHERE extname = 'fencing'" 2>&1)
+st=$?
+echo "$out" | say
+[ "$(echo "$out" | tail -n 1)" = "$upstream" ] || st=1
+tap $st "pgxn load: CREATE EXTENSION fencing from META.json's provides, version $upstream"
+
+setsid -w pg_conftool "$V" "$CLUSTER" set shared_preload_libraries fencing >/dev/null 2>&1
+setsid -w pg_ctlcluster --skip-systemctl-redirect "$V" "$CLUSTER" restart >/dev/null 2>&1 8<&-
+t0=$SECONDS
+as_postgres env TMPDIR="$work/pgxn" pgxn check "${pgxn_opts[@]}" "${pgxn_db[@]}" -d fencing_pgxn "$zip" \
+    >"$work/pgxn-check.log" 2>&1
+st=$?
+ppassed=$(grep -cE '\.\.\. ok' "$work/pgxn-check.log")
+pbad=$(grep -cE '\.\.\. (FAILED|failed)' "$work/pgxn-check.log")
+[ "$ppassed" -eq "$want_tests" ] && [ "$pbad" -eq 0 ] || st=1
+grep -E 'tests (passed|failed)|\.\.\. (FAILED|failed)' "$work/pgxn-check.log" | say
+[ "$st" -ne 0 ] && tail -n 40 "$work/pgxn-check.log" | say
+tap $st "pgxn check: the regression and isolation suites on the PGXN build, the library preloaded again: $ppassed of $want_tests pass ($((SECONDS - t0)) s)"
+
+# 23. drop the cluster
+setsid -w pg_dropcluster --stop "$V" "$CLUSTER" >"$work/drop.log" 2>&1
+st=$?
+unjournal "cluster $V $CLUSTER"
+pg_lsclusters -h | awk '{ print $2 }' | grep -qx "$CLUSTER" && st=1
+for p in "/etc/postgresql/$V/$CLUSTER" "/var/lib/postgresql/$V/$CLUSTER" "/var/log/postgresql/postgresql-$V-$CLUSTER.log"; do
+    [ -e "$p" ] && { echo "# left: $p"; st=1; }
+done
+[ "$st" -ne 0 ] && say <"$work/drop.log"
+tap $st "pg_dropcluster --stop $V $CLUSTER: no configuration, data or log of it left"
+
+# 24. pgxn uninstall
+pgxn uninstall "${pgxn_opts[@]}" "$zip" >"$work/pgxn-uninstall.log" 2>&1
+st=$?
+[ "$st" -eq 0 ] && unjournal "pgxn $zip"
+left=$(find "/usr/lib/postgresql/$V" "/usr/share/postgresql/$V" -name '*fencing*' 2>/dev/null)
+[ -n "$left" ] && { echo "$left" | sed 's/^/left: /' | say; st=1; }
+[ "$st" -ne 0 ] && tail -n 20 "$work/pgxn-uninstall.log" | say
+tap $st "pgxn uninstall: no file named fencing left under /usr/lib/postgresql/$V or /usr/share/postgresql/$V"
+
+# 25. the system is as it was found
 snapshot "$work/after"
 out=$(compare "$work/before" "$work/after")
 st=$?
@@ -519,7 +582,7 @@ st=$?
 [ "$(pkg_version "postgresql-$V")" = "$pg_before" ] || st=1
 tap $st "the system is as found: packages (postgresql-$V $pg_before), clusters, apt sources, PostgreSQL's directories"
 
-# 22-25. a run killed midway, once with SIGTERM, once with SIGKILL
+# 26-29. a run killed midway, once with SIGTERM, once with SIGKILL
 [ -n "$NESTED" ] && exit 0
 killed_run() {      # killed_run SIGNAL: start a child, kill it once it is up
     local sig=$1 ready=$work/ready.$1 pid i

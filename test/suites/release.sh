@@ -79,6 +79,7 @@ python3 - "$work/copy/META.json" <<'EOF'
 import json, sys
 p = sys.argv[1]; m = json.load(open(p))
 m["license"] = "GPL"; m["provides"]["fencing"]["version"] = "1.1"; del m["abstract"]
+m["provides"]["fencing"]["file"] = "fencing.control"
 json.dump(m, open(p, "w"), indent=2)
 EOF
 out=$(python3 "$check" "$work/copy" 2>&1)
@@ -86,8 +87,8 @@ st=$?
 echo "$out" | say
 ok=1
 [ "$st" -ne 0 ] && echo "$out" | grep -q 'license: "GPL"' && echo "$out" | grep -q 'is not a semantic version' \
-    && echo "$out" | grep -q '"abstract" is missing' && ok=0
-tap $ok "the check fails on a META.json that breaks the spec (license, version form, a required key)"
+    && echo "$out" | grep -q '"abstract" is missing' && echo "$out" | grep -q 'is not an .sql file' && ok=0
+tap $ok "the check fails on a META.json that breaks the spec (license, version form, a required key) or pgxn load (a provides file that is not SQL)"
 
 # 6. make dist
 version=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' "$FENCING_ROOT/META.json")
