@@ -521,7 +521,7 @@ pgxn_opts=(--pg_config "$SYSBIN/pg_config" --make make)
 st=1
 if [ -z "$(pkg_state "$PKG")" ]; then
     journal "pgxn $zip"
-    pgxn install "${pgxn_opts[@]}" "$zip" >"$work/pgxn-install.log" 2>&1
+    pgxn install "${pgxn_opts[@]}" "$zip" </dev/null >"$work/pgxn-install.log" 2>&1
     st=$?
     for f in "/usr/lib/postgresql/$V/lib/fencing.so" "/usr/share/postgresql/$V/extension/fencing.control"; do
         [ -f "$f" ] || { echo "# not installed: $f"; st=1; }
@@ -534,7 +534,7 @@ tap $st "pgxn install $(basename "$zip"): built from the archive and installed i
 mkdir -p "$work/pgxn" && chown postgres: "$work/pgxn"
 pgxn_db=(-h /var/run/postgresql -p "$PORT" -U postgres)
 out=$(psql_c -d postgres -c 'CREATE DATABASE fencing_pgxn' 2>&1 \
-    && as_postgres env TMPDIR="$work/pgxn" pgxn load --pg_config "$SYSBIN/pg_config" "${pgxn_db[@]}" -d fencing_pgxn "$zip" 2>&1 \
+    && as_postgres env TMPDIR="$work/pgxn" pgxn load --pg_config "$SYSBIN/pg_config" "${pgxn_db[@]}" -d fencing_pgxn "$zip" </dev/null 2>&1 \
     && psql_c -A -t -d fencing_pgxn -c "SELECT extversion FROM pg_extension WHERE extname = 'fencing'" 2>&1)
 st=$?
 echo "$out" | say
@@ -544,7 +544,7 @@ tap $st "pgxn load: CREATE EXTENSION fencing from META.json's provides, version 
 setsid -w pg_conftool "$V" "$CLUSTER" set shared_preload_libraries fencing >/dev/null 2>&1
 setsid -w pg_ctlcluster --skip-systemctl-redirect "$V" "$CLUSTER" restart >/dev/null 2>&1 8<&-
 t0=$SECONDS
-as_postgres env TMPDIR="$work/pgxn" pgxn check "${pgxn_opts[@]}" "${pgxn_db[@]}" -d fencing_pgxn "$zip" \
+as_postgres env TMPDIR="$work/pgxn" pgxn check "${pgxn_opts[@]}" "${pgxn_db[@]}" -d fencing_pgxn "$zip" </dev/null \
     >"$work/pgxn-check.log" 2>&1
 st=$?
 ppassed=$(grep -cE '\.\.\. ok' "$work/pgxn-check.log")
@@ -566,7 +566,7 @@ done
 tap $st "pg_dropcluster --stop $V $CLUSTER: no configuration, data or log of it left"
 
 # 24. pgxn uninstall
-pgxn uninstall "${pgxn_opts[@]}" "$zip" >"$work/pgxn-uninstall.log" 2>&1
+pgxn uninstall "${pgxn_opts[@]}" "$zip" </dev/null >"$work/pgxn-uninstall.log" 2>&1
 st=$?
 [ "$st" -eq 0 ] && unjournal "pgxn $zip"
 left=$(find "/usr/lib/postgresql/$V" "/usr/share/postgresql/$V" -name '*fencing*' 2>/dev/null)
