@@ -344,4 +344,23 @@ REVOKE ALL ON FUNCTION @extschema@.reset_scope(text) FROM PUBLIC;
 -- Distributed tables (issue 14)
 ------------------------------------------------------------------------------
 
+-- On a node with Citus, the guard row trigger of a distributed table is
+-- created on every shard by Citus; this event trigger gives each shard its
+-- TRUNCATE guard as it gets the row guard (Citus does not propagate
+-- TRUNCATE triggers to shards) and takes it away with it.  Elsewhere it
+-- returns at once.
+CREATE FUNCTION @extschema@.citus_ddl_end() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_citus_ddl_end' LANGUAGE C;
+REVOKE ALL ON FUNCTION @extschema@.citus_ddl_end() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.citus_ddl_end() IS
+    'event trigger: keeps the TRUNCATE guard of each shard of a protected Citus table in line with its row guard';
+
+CREATE EVENT TRIGGER fencing_citus_ddl_end ON ddl_command_end
+    WHEN TAG IN ('CREATE TRIGGER', 'DROP TRIGGER', 'CREATE TABLE', 'ALTER TABLE')
+    EXECUTE FUNCTION @extschema@.citus_ddl_end();
+-- fire with session_replication_role = replica too
+ALTER EVENT TRIGGER fencing_citus_ddl_end ENABLE ALWAYS;
+COMMENT ON EVENT TRIGGER fencing_citus_ddl_end IS
+    'gives each shard of a protected Citus table its TRUNCATE guard';
+
 -- (end of distributed tables section)

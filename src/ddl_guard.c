@@ -684,6 +684,7 @@ fencing_ddl_guard_start(PG_FUNCTION_ARGS)
 	if (FencingDdlGuardSuspended)
 		PG_RETURN_NULL();
 	trigdata = (EventTriggerData *) fcinfo->context;
+	FencingCitusDdlGuardStart(trigdata->parsetree);	/* citus: shards (citus.c) */
 
 	switch (nodeTag(trigdata->parsetree))
 	{
@@ -807,8 +808,11 @@ GuardPartitions(Oid parent, Protection *p)
 							" BEFORE TRUNCATE ON %s"
 							" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 							QualifiedName(part)));
-		RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER
-						", ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+		/* citus: one trigger per ALTER TABLE, as Citus requires */
+		if (guard != TRIGGER_FIRES_ALWAYS)
+			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+							QualifiedName(part)));
+		RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
 						QualifiedName(part)));
 		FencingRestoreUser(&saved);
 	}

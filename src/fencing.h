@@ -163,6 +163,17 @@ extern bool LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 
 /* ddl_guard.c */
 
+/* citus.c: distributed and reference tables, when Citus is installed */
+extern void FencingCitusCheckProtect(Relation rel, const char *fence_column,
+									 int nkeys, Datum *keynames, bool strict,
+									 const char *scope_name, const char *lease);
+extern const char *FencingCitusGuardArgs(Oid relid);
+extern int	FencingCitusBeginTriggerDdl(Oid relid);
+extern void FencingCitusEndTriggerDdl(int level);
+extern void FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg,
+										 MemoryContext cxt);
+extern void FencingCitusDdlGuardStart(Node *parsetree);
+
 /* stats.c: counters in shared memory, present only with the preload */
 typedef enum FencingTableCounter
 {

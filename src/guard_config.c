@@ -227,6 +227,9 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
 				break;
 	}
 	SPI_finish();
+	/* citus: a shard of a distributed table, by its trigger's settings */
+	if (!cfg->protected)
+		FencingCitusShardGuardConfig(rel, cfg, entry->cxt);
 
 	if (cfg->protected)
 		cfg->stats = FencingStatsGetEntry(cfg->protected_relid);

@@ -192,9 +192,11 @@ InstallTriggers(Oid relid, void *arg)
 	ListCell   *lc;
 
 	DropTrigger(relid, FENCING_GUARD_TRIGGER);
+	/* citus: a distributed table's guard carries its settings (citus.c) */
 	RunSql(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
 					" BEFORE INSERT OR UPDATE OR DELETE ON %s"
-					" FOR EACH ROW EXECUTE FUNCTION fencing.guard()", qname),
+					" FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)", qname,
+					FencingCitusGuardArgs(relid)),
 		   SPI_OK_UTILITY);
 
 	/*
@@ -212,9 +214,16 @@ InstallTriggers(Oid relid, void *arg)
 						" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 						qpart),
 			   SPI_OK_UTILITY);
-		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER
-						", ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER, qpart),
-			   SPI_OK_UTILITY);
+		/*
+		 * citus: one trigger per ALTER TABLE, as Citus requires; and a
+		 * partition's guard is a clone, enabled with its parent's, which
+		 * Citus would look for under another name on the shards.
+		 */
+		if (lfirst_oid(lc) == relid || FencingCitusGuardArgs(relid)[0] == '\0')
+			RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+							qpart), SPI_OK_UTILITY);
+		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+						qpart), SPI_OK_UTILITY);
 	}
 }
 
@@ -237,6 +246,9 @@ RemoveTriggers(Oid relid, void *arg)
 void
 RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 {
+	/* citus: Citus refuses trigger DDL on its tables unless told (citus.c) */
+	int			citus_level = FencingCitusBeginTriggerDdl(relid);
+
 	FencingDdlGuardSuspended = true;
 	PG_TRY();
 	{
@@ -247,6 +259,7 @@ RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
 		FencingDdlGuardSuspended = false;
 	}
 	PG_END_TRY();
+	FencingCitusEndTriggerDdl(citus_level); /* citus */
 }
 
 /* Invalidate the cached guard settings of every relation of the tree. */
@@ -363,6 +376,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 	}
 
 	tree = RelationTree(rel);
+
+	/* citus: refuse what cannot hold across shards (citus.c) */
+	FencingCitusCheckProtect(rel, fence_column, nkeys, keynames, strict, scope_name, lease);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

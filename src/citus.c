@@ -1,0 +1,1190 @@
+/*-------------------------------------------------------------------------
+ *
+ * citus.c
+ *	  Distributed tables: the guard on Citus distributed and reference
+ *	  tables.
+ *
+ * Citus is detected at run time (the extension "citus" in this database);
+ * nothing here needs Citus' headers or library, and every entry point
+ * returns at once where Citus is absent.  Citus' own catalogs are read
+ * with SQL (pg_dist_partition, pg_dist_shard), as any client may.
+ *
+ * How the guard reaches every shard
+ * ---------------------------------
+ * protect() runs on the coordinator, against the distributed table (its
+ * "shell": no rows live there).  Citus propagates the trigger DDL: a row
+ * trigger created on the shell is created on every shard on every node,
+ * and Citus copies a shell's triggers (pg_get_triggerdef) onto every shard
+ * placement it creates later: shard moves, splits, rebalancing onto a new
+ * node.  Citus refuses trigger DDL on distributed tables unless
+ * citus.enable_unsafe_triggers is on; protect() and unprotect() turn it on
+ * for their own trigger DDL only (FencingCitusBeginTriggerDdl).
+ *
+ * fencing.protected lives on the coordinator and names the shell; a worker
+ * has no row for its shards.  So on a distributed table the guard trigger
+ * carries its settings in its arguments, which travel with it to every
+ * shard: fencing.guard('citus:1', 'fence_column=fence', 'strict=on').  On
+ * a shard, fencing.protected says nothing and the guard reads its settings
+ * from its own trigger (FencingCitusShardGuardConfig); it honours them only
+ * on a relation that pg_dist_shard names as a shard, and fails closed
+ * (SF005) on anything it cannot read.  The coordinator itself goes by
+ * fencing.protected, as for any table.
+ *
+ * A stale write fails on the worker with SF001; Citus relays the error
+ * with its SQLSTATE, DETAIL and HINT to the client of the coordinator.
+ * The token reaches the worker in the row (the fence column) or, for
+ * SET LOCAL fencing.token, when citus.propagate_set_commands = 'local'
+ * (otherwise the worker sees no token and refuses the write with SF002:
+ * it fails closed).
+ *
+ * Guarding the guard on shards
+ * ----------------------------
+ * The DDL guard of the coordinator refuses, on the shell, what it refuses
+ * on any protected table; Citus runs the local command before sending it
+ * to the shards, so a refused command reaches no worker.  On a worker the
+ * shards are plain tables that a user may alter directly (with
+ * citus.enable_manual_changes_to_shards = on): FencingCitusDdlGuardStart
+ * refuses there, with SF005, disabling, re-moding, dropping, renaming or
+ * replacing a shard's fencing triggers, adding a BEFORE ROW trigger that
+ * would fire after the guard, and dropping, retyping or renaming its
+ * fence column.  Commands that Citus itself sends from the coordinator
+ * (its internal connections, recognised as Citus recognises them, by
+ * application_name) are let through: the coordinator has checked them.
+ *
+ * TRUNCATE: Citus does not propagate statement triggers for TRUNCATE to
+ * shards, but does copy them to the shard placements it creates later.  So
+ * the guard's BEFORE TRUNCATE trigger is added to each shard when the guard
+ * row trigger is created on it (FencingCitusDdlGuardEnd, on the worker, in
+ * the same transaction): at protect(), and again at every placement Citus
+ * creates.  When the guard row trigger is dropped from a shard (unprotect()),
+ * every fencing TRUNCATE trigger of that shard goes with it.  TRUNCATE of the
+ * distributed table on the coordinator is refused by the shell's own
+ * trigger before Citus truncates any shard.
+ *
+ * What is refused (0A000, each with a HINT naming what works)
+ * ------------------------------------------------------------
+ * Table scope (one fence for rows on many nodes); key scope without the
+ * distribution column among the key columns (one key's rows on several
+ * shards, each with its own fence); a scope_name shared by tables that are
+ * not co-located; a lease (leases live on the coordinator, the guard runs
+ * on the workers); protect() of a shard itself.  Key scope with the
+ * distribution column is designed below and not built yet: refused too.
+ *
+ * Key scope on Citus: the design (round 2, on the typed scope storage)
+ * --------------------------------------------------------------------
+ * 1. Storage, distributed co-located.  protect(tbl, key_columns => K)
+ *    on a hash-distributed table whose distribution column d is the i-th
+ *    of K creates the scope's storage as on one server (scope_storage.c:
+ *    fencing.scope_<n> with columns key_1..key_k of K's types and
+ *    collations, fence, the unique index scope_<n>_key NULLS NOT DISTINCT,
+ *    the registry row in fencing.scope_storage), grants included, and
+ *    then, still as the extension owner, distributes it co-located:
+ *        SELECT create_distributed_table('fencing.scope_<n>', 'key_<i>',
+ *                                        colocate_with => '<tbl>')
+ *    (one call from ScopeStorageFor() into this file).  Citus requires
+ *    co-located distribution columns of one type and collation: key_<i>
+ *    has d's by construction; its unique index includes key_<i>, as Citus
+ *    requires; d is never NULL (Citus refuses it), so neither is key_<i>.
+ *    Same shard count, same hash ranges, same nodes.  Citus moves, splits
+ *    and rebalances a colocation group as a whole, so each key's fence
+ *    stays on the node of the key's rows before, during and after every
+ *    move.  The storage gets REPLICA IDENTITY FULL (its key columns may be
+ *    NULL, so no index qualifies) so that Citus' default, logical
+ *    replication shard transfer can move the group.  Existing rows seed it
+ *    with a co-located INSERT INTO storage SELECT K, fencing.max(fence)
+ *    FROM tbl GROUP BY K, which Citus pushes down to each pair of shards.
+ *    A second table joining the scope must be hash-distributed, co-located
+ *    with the storage (same colocationid) and have its distribution column
+ *    at the same position i of its key columns (the types already must
+ *    match, 42804); otherwise 0A000 (the co-location part is enforced now,
+ *    CheckScopeColocation).  fencing.reset_scope() drops a distributed
+ *    storage, shards and all.  Single-shard tables (schema-based sharding)
+ *    co-locate their storage as a single-shard table, any key columns;
+ *    reference tables keep row scope only.
+ *
+ * 2. The guard on a worker finds the co-located storage shard.  The guard
+ *    trigger's arguments gain one 'key=<column>' per key column, in order,
+ *    'scope=<scope_name>' and 'storage=fencing.scope_<n>', so every shard,
+ *    including those created later, knows its scope without the
+ *    coordinator's registry.  Firing on shard ledger_102008, the guard
+ *    takes its shard id from its relation (confirmed in pg_dist_shard,
+ *    which Citus syncs to every node, as CitusShardOf does now) and the
+ *    storage shard with the same hash range:
+ *        SELECT s.shardid FROM pg_dist_shard s, pg_dist_shard me
+ *        WHERE me.shardid = $1 AND s.logicalrelid = $storage
+ *          AND s.shardminvalue = me.shardminvalue
+ *    (co-located shards keep identical ranges: a split splits the whole
+ *    group), then its local relation fencing.scope_<n>_<shardid>
+ *    (shard_name()), which must exist on this node: co-location
+ *    guarantees it; if it does not, the guard fails closed with SF005.
+ *    That relation goes into cfg->scope through a variant of
+ *    ScopeStorageOpen() that takes the storage relation instead of reading
+ *    the registry (the registry lives on the coordinator); its unique
+ *    index is the shard's copy of scope_<n>_key.  The cache is the shard's
+ *    guard config: a placement that moves is a new relation on its new
+ *    node, so it never outlives the placement it describes.  From there
+ *    the check and advance are the one-server code, unchanged, on that
+ *    local table, in the worker's part of the distributed transaction,
+ *    committed with the write by Citus' two-phase commit.  The guard
+ *    writes the storage shard itself, never the distributed storage table:
+ *    a query on a shard cannot start a distributed query.
+ *
+ * 3. The first write of a new key.  No row yet in the storage shard: the
+ *    guard inserts one through the unique index, as on one server, so two
+ *    sessions racing on a new key meet on that index entry in the one
+ *    storage shard that covers the key: the second waits for the first's
+ *    distributed transaction and then compares against its committed
+ *    fence.  After a move, the first write on the new node finds the fence
+ *    that moved with the storage shard.  During a logical-replication move
+ *    the source stays writable until cut-over; the storage shard
+ *    replicates like the table's, and on the target the guard fires for
+ *    the apply worker only to advance fences (FollowReplicatedWrite), which
+ *    never lowers one.  Citus creates a new placement's triggers after
+ *    copying its rows, so the copy itself is not checked.  Citus refuses
+ *    an UPDATE of the distribution column, so a row never changes shard.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
+#include "commands/extension.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "fencing.h"
+
+PG_FUNCTION_INFO_V1(fencing_citus_ddl_end);
+
+/* The first argument of a guard trigger that carries its settings. */
+#define CITUS_ARGS_TAG		"citus:1"
+
+/* What pg_dist_partition says of a Citus table. */
+typedef enum CitusKind
+{
+	CITUS_NONE,					/* not a Citus table */
+	CITUS_HASH,					/* hash-distributed */
+	CITUS_REFERENCE,			/* reference table */
+	CITUS_SINGLE_SHARD,			/* distributed, one shard, no column */
+	CITUS_LOCAL,				/* Citus-managed local table */
+	CITUS_OTHER					/* range or append distributed */
+} CitusKind;
+
+typedef struct CitusTable
+{
+	CitusKind	kind;
+	int			colocationid;
+	char	   *distcol;		/* distribution column, or NULL */
+} CitusTable;
+
+/* True while SyncShardTruncateGuard runs its own trigger DDL. */
+static bool in_truncate_sync = false;
+
+/* The settings of the protect() being run, for its guard's arguments. */
+static struct
+{
+	Oid			relid;
+	char		fence_column[NAMEDATALEN];
+	bool		strict;
+} pending = {InvalidOid};
+
+/* Is Citus installed in this database? */
+static bool
+CitusPresent(void)
+{
+	return OidIsValid(get_extension_oid("citus", true));
+}
+
+/*
+ * Is this backend one of Citus' own connections (a coordinator sending DDL
+ * or a shard transfer to this node)?  The same test as Citus' own
+ * IsCitusInternalBackend(): application_name "citus_internal gpid=<n>" or
+ * "citus_rebalancer gpid=<n>" with a non-zero global pid.
+ */
+static bool
+CitusInternalBackend(void)
+{
+	static const char *const prefixes[] = {"citus_internal gpid=", "citus_rebalancer gpid="};
+	size_t		i;
+
+	if (application_name == NULL)
+		return false;
+	for (i = 0; i < lengthof(prefixes); i++)
+	{
+		size_t		len = strlen(prefixes[i]);
+		const char *p = application_name + len;
+		bool		nonzero = false;
+
+		if (strncmp(application_name, prefixes[i], len) != 0 || *p == '\0')
+			continue;
+		for (; *p != '\0'; p++)
+		{
+			if (*p < '0' || *p > '9')
+				break;
+			if (*p != '0')
+				nonzero = true;
+		}
+		if (*p == '\0' && nonzero)
+			return true;
+	}
+	return false;
+}
+
+/* What Citus says of relid (pg_dist_partition); CITUS_NONE when nothing. */
+static CitusTable
+GetCitusTable(Oid relid)
+{
+	CitusTable	result = {CITUS_NONE, 0, NULL};
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	MemoryContext outer = CurrentMemoryContext;
+	int			rc;
+
+	if (!CitusPresent())
+		return result;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT p.partmethod::pg_catalog.text, p.repmodel::pg_catalog.text, "
+							   "p.colocationid, "
+							   "CASE WHEN p.partkey IS NULL OR p.partkey OPERATOR(pg_catalog.=) '' THEN NULL "
+							   "ELSE pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END "
+							   "FROM pg_catalog.pg_dist_partition p "
+							   "WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+							   1, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_dist_partition: %s", SPI_result_code_string(rc));
+	if (SPI_processed > 0)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *method = SPI_getvalue(tup, desc, 1);
+		char	   *repmodel = SPI_getvalue(tup, desc, 2);
+		bool		isnull;
+		char	   *distcol = SPI_getvalue(tup, desc, 4);
+
+		result.colocationid = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		if (method == NULL)
+			result.kind = CITUS_OTHER;
+		else if (method[0] == 'h')
+			result.kind = CITUS_HASH;
+		else if (method[0] == 'n' && repmodel != NULL && repmodel[0] == 't')
+			result.kind = CITUS_REFERENCE;
+		else if (method[0] == 'n' && result.colocationid == 0)
+			result.kind = CITUS_LOCAL;
+		else if (method[0] == 'n')
+			result.kind = CITUS_SINGLE_SHARD;
+		else
+			result.kind = CITUS_OTHER;
+		if (distcol != NULL)
+			result.distcol = MemoryContextStrdup(outer, distcol);
+	}
+	SPI_finish();
+	return result;
+}
+
+/* Is relid a Citus table (distributed, reference or Citus-managed local)? */
+static bool
+IsCitusTable(Oid relid)
+{
+	return GetCitusTable(relid).kind != CITUS_NONE;
+}
+
+/*
+ * If relid is a shard placement of a Citus table on this node, the Citus
+ * table (the shell of the shard's topmost partition ancestor, for a shard
+ * of a partition); else InvalidOid.  Citus names a shard <table>_<shardid>
+ * and lists it in pg_dist_shard, synced to every node.
+ */
+static Oid
+CitusShardOf(Oid relid)
+{
+	Oid			top = relid;
+	char	   *relname;
+	char	   *us;
+	char	   *end;
+	int64		shardid;
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1];
+	Oid			shell = InvalidOid;
+	int			rc;
+
+	if (!CitusPresent())
+		return InvalidOid;
+	if (get_rel_relispartition(relid))
+		top = llast_oid(get_partition_ancestors(relid));
+	relname = get_rel_name(top);
+	if (relname == NULL || (us = strrchr(relname, '_')) == NULL || us[1] == '\0')
+		return InvalidOid;
+	errno = 0;
+	shardid = strtoi64(us + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || shardid <= 0)
+		return InvalidOid;
+
+	values[0] = Int64GetDatum(shardid);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT logicalrelid::pg_catalog.oid FROM pg_catalog.pg_dist_shard "
+							   "WHERE shardid OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_dist_shard: %s", SPI_result_code_string(rc));
+	if (SPI_processed > 0)
+	{
+		bool		isnull;
+
+		shell = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+
+	/* a shard lives in its table's schema; the shell is not its own shard */
+	if (!OidIsValid(shell) || shell == top ||
+		get_rel_namespace(shell) != get_rel_namespace(top))
+		return InvalidOid;
+	return shell;
+}
+
+/* The schema-qualified, quoted name of a relation. */
+static char *
+QualifiedName(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/* Does trigger function funcoid be fencing.<name>()? */
+static bool
+IsFencingFunction(Oid funcoid, const char *name)
+{
+	char	   *fname = get_func_name(funcoid);
+
+	return fname != NULL && strcmp(fname, name) == 0 &&
+		get_func_namespace(funcoid) == FencingSchemaOid();
+}
+
+/* The guard row trigger of rel that carries Citus settings, or NULL. */
+static Trigger *
+CitusGuardTrigger(Relation rel)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	if (td == NULL)
+		return NULL;
+	for (i = 0; i < td->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[i];
+
+		if (t->tgnargs >= 1 && strcmp(t->tgargs[0], CITUS_ARGS_TAG) == 0 &&
+			TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
+			IsFencingFunction(t->tgfoid, "guard"))
+			return t;
+	}
+	return NULL;
+}
+
+/* Is trigger t one of the fencing triggers (the guard or its TRUNCATE)? */
+static bool
+IsFencingTriggerOf(Trigger *t)
+{
+	return IsFencingFunction(t->tgfoid, "guard") ||
+		IsFencingFunction(t->tgfoid, "guard_truncate");
+}
+
+/* The trigger of rel named name, or NULL. */
+static Trigger *
+TriggerByName(Relation rel, const char *name)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	if (td == NULL || name == NULL)
+		return NULL;
+	for (i = 0; i < td->numtriggers; i++)
+		if (strcmp(td->triggers[i].tgname, name) == 0)
+			return &td->triggers[i];
+	return NULL;
+}
+
+/*
+ * Parse the settings carried by a guard trigger's arguments; false on
+ * anything not understood (a newer format: the guard fails closed).
+ */
+static bool
+ParseGuardArgs(Trigger *t, char **fence_column, bool *strict)
+{
+	int			i;
+
+	*fence_column = NULL;
+	*strict = true;
+	for (i = 1; i < t->tgnargs; i++)
+	{
+		const char *arg = t->tgargs[i];
+
+		if (strncmp(arg, "fence_column=", 13) == 0 && arg[13] != '\0')
+			*fence_column = (char *) arg + 13;
+		else if (strcmp(arg, "strict=on") == 0)
+			*strict = true;
+		else if (strcmp(arg, "strict=off") == 0)
+			*strict = false;
+		else
+			return false;
+	}
+	return *fence_column != NULL;
+}
+
+/* The shard-ness of rel, once per DDL command: its Citus table, or invalid. */
+static Oid
+GuardedShard(Relation rel, Trigger **guard)
+{
+	*guard = CitusGuardTrigger(rel);
+	if (*guard == NULL)
+		return InvalidOid;
+	return CitusShardOf(RelationGetRelid(rel));
+}
+
+/*
+ * Refuse, before anything else is done, a scope that cannot hold across
+ * shards, and remember the settings that the guard trigger of a Citus
+ * table carries (FencingCitusGuardArgs).  Called by protect().
+ */
+static void
+CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
+{
+	Oid			argtypes[2] = {TEXTOID, OIDOID};
+	Datum		values[2];
+	uint64		i;
+	int			rc;
+	List	   *others = NIL;
+	ListCell   *lc;
+
+	values[0] = CStringGetTextDatum(scope_name);
+	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT relid::pg_catalog.oid FROM fencing.protected "
+							   "WHERE scope_name OPERATOR(pg_catalog.=) $1 "
+							   "AND key_columns IS NOT NULL "
+							   "AND relid::pg_catalog.oid OPERATOR(pg_catalog.<>) $2",
+							   2, argtypes, values, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		others = lappend_oid(others,
+							 DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															SPI_tuptable->tupdesc, 1, &isnull)));
+	}
+	SPI_finish();
+
+	foreach(lc, others)
+	{
+		Oid			other = lfirst_oid(lc);
+		CitusTable	ot;
+
+		/* partitions of one protected tree share its scope by design */
+		if (get_rel_relispartition(other) &&
+			list_member_oid(get_partition_ancestors(other), RelationGetRelid(rel)))
+			continue;
+		ot = GetCitusTable(other);
+		if (ot.kind == CITUS_NONE && ct->kind == CITUS_NONE)
+			continue;
+		if (ot.kind == CITUS_HASH && ct->kind == CITUS_HASH &&
+			ot.colocationid == ct->colocationid)
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot be shared by tables \"%s\" and \"%s\"",
+						scope_name, get_rel_name(other), RelationGetRelationName(rel)),
+				 errdetail("Table \"%s\" and table \"%s\" are not co-located: a key's fence would not live on the node of the key's rows in both.",
+						   get_rel_name(other), RelationGetRelationName(rel)),
+				 errhint("Choose another scope_name, or distribute both tables co-located (create_distributed_table(..., colocate_with => '%s')).",
+						 QualifiedName(other))));
+	}
+}
+
+void
+FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
+						 Datum *keynames, bool strict, const char *scope_name,
+						 const char *lease)
+{
+	Oid			relid = RelationGetRelid(rel);
+	CitusTable	ct;
+	Oid			shell;
+	const char *what;
+	int			i;
+	bool		has_distcol = false;
+
+	pending.relid = InvalidOid;
+	if (!CitusPresent())
+		return;
+
+	shell = CitusShardOf(relid);
+	if (OidIsValid(shell))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot protect \"%s\", a shard of distributed table \"%s\"",
+						RelationGetRelationName(rel), get_rel_name(shell)),
+				 errhint("Call fencing.protect('%s') on the coordinator: its guard reaches every shard.",
+						 QualifiedName(shell))));
+
+	ct = GetCitusTable(relid);
+	if (nkeys > 0)
+		CheckScopeColocation(rel, &ct, scope_name);
+	if (ct.kind == CITUS_NONE)
+		return;
+
+	what = ct.kind == CITUS_REFERENCE ? "reference table" : "distributed table";
+
+	/* a database still at 1.0 lacks the event trigger that guards shards */
+	if (!OidIsValid(get_event_trigger_oid("fencing_citus_ddl_end", true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot protect %s \"%s\" with fencing 1.0", what,
+						RelationGetRelationName(rel)),
+				 errdetail("Guarding the shards of Citus tables needs the objects of fencing 1.1."),
+				 errhint("Run ALTER EXTENSION fencing UPDATE.")));
+	if (lease != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot protect %s \"%s\" with a lease", what,
+						RelationGetRelationName(rel)),
+				 errdetail("The guard runs on the node of each shard; leases live on the coordinator."),
+				 errhint("Protect it without a lease: the tokens the lease issues are still checked against every row.")));
+	if (nkeys == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table scope cannot hold on %s \"%s\"", what,
+						RelationGetRelationName(rel)),
+				 errdetail("A table scope keeps one fence for the whole table, whose rows live on several nodes."),
+				 ct.kind == CITUS_HASH && ct.distcol != NULL ?
+				 errhint("Use row scope (key_columns => NULL), or key scope with the distribution column \"%s\" among the key columns.",
+						 ct.distcol) :
+				 errhint("Use row scope (key_columns => NULL).")));
+	if (nkeys > 0)
+	{
+		if (ct.kind == CITUS_REFERENCE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key scope cannot hold on reference table \"%s\"",
+							RelationGetRelationName(rel)),
+					 errdetail("A reference table is written on every node; a key's fence cannot live with all of its copies."),
+					 errhint("Use row scope (key_columns => NULL).")));
+		if (ct.kind == CITUS_HASH)
+		{
+			for (i = 0; i < nkeys; i++)
+				if (ct.distcol != NULL &&
+					strcmp(NameStr(*DatumGetName(keynames[i])), ct.distcol) == 0)
+					has_distcol = true;
+			if (!has_distcol)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("key scope without the distribution column cannot hold on distributed table \"%s\"",
+								RelationGetRelationName(rel)),
+						 errdetail("The rows of one key would live on several shards, each with a fence of its own."),
+						 errhint("Add the distribution column \"%s\" to key_columns, or use row scope (key_columns => NULL).",
+								 ct.distcol ? ct.distcol : "?")));
+		}
+
+		/*
+		 * Key scope with the distribution column: designed (see the head of
+		 * this file), built with the typed scope storage.
+		 */
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("key scope is not available yet on %s \"%s\"", what,
+						RelationGetRelationName(rel)),
+				 errdetail("Its fences must live in storage co-located with the table's shards, which this version does not create."),
+				 errhint("Use row scope (key_columns => NULL).")));
+	}
+
+	/* row scope: the guard trigger will carry these settings */
+	pending.relid = relid;
+	strlcpy(pending.fence_column, fence_column, NAMEDATALEN);
+	pending.strict = strict;
+}
+
+/*
+ * The arguments of the guard trigger of relid, as SQL ("" when it needs
+ * none): the settings of a Citus table, checked by FencingCitusCheckProtect
+ * in this same protect().
+ */
+const char *
+FencingCitusGuardArgs(Oid relid)
+{
+	if (!OidIsValid(relid) || pending.relid != relid)
+		return "";
+	return psprintf("'" CITUS_ARGS_TAG "', %s, '%s'",
+					quote_literal_cstr(psprintf("fence_column=%s", pending.fence_column)),
+					pending.strict ? "strict=on" : "strict=off");
+}
+
+/*
+ * Before the extension's own trigger DDL on relid: on a Citus table, turn
+ * on citus.enable_unsafe_triggers (without it Citus refuses trigger DDL on
+ * distributed and reference tables) until FencingCitusEndTriggerDdl, as a
+ * function's SET clause would.  Returns the GUC nest level to end, or -1.
+ */
+int
+FencingCitusBeginTriggerDdl(Oid relid)
+{
+	int			level;
+
+	if (!IsCitusTable(relid))
+		return -1;
+	level = NewGUCNestLevel();
+	(void) set_config_option("citus.enable_unsafe_triggers", "on",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	return level;
+}
+
+/* After the trigger DDL: the setting as it was. */
+void
+FencingCitusEndTriggerDdl(int level)
+{
+	if (level >= 0)
+		AtEOXact_GUC(true, level);
+}
+
+/*
+ * The guard settings of a shard, from the arguments of its guard trigger,
+ * into cfg (allocated in cxt).  Leaves cfg unprotected when rel is not a
+ * shard of a Citus table or its trigger carries no settings we can read:
+ * the guard then fails closed.
+ */
+void
+FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
+{
+	Trigger    *t;
+	Oid			shell;
+	char	   *fence_column;
+	bool		strict;
+	AttrNumber	attnum;
+	MemoryContext old;
+
+	t = CitusGuardTrigger(rel);
+	if (t == NULL || !ParseGuardArgs(t, &fence_column, &strict))
+		return;
+	shell = CitusShardOf(RelationGetRelid(rel));
+	if (!OidIsValid(shell))
+		return;
+	attnum = get_attnum(RelationGetRelid(rel), fence_column);
+	if (attnum <= 0 || get_atttype(RelationGetRelid(rel), attnum) != FencingTypeOid())
+		return;
+
+	old = MemoryContextSwitchTo(cxt);
+	cfg->protected = true;
+	cfg->protected_relid = shell;
+	cfg->fence_attnum = attnum;
+	cfg->nkeys = -1;
+	cfg->key_attnums = NULL;
+	cfg->key_out = NULL;
+	cfg->strict = strict;
+	cfg->scope_name = QualifiedName(shell);
+	cfg->lease = NULL;
+	MemoryContextSwitchTo(old);
+}
+
+/* Raise SF005 for DDL on shard rel (of Citus table shell). */
+static void
+ReportShardGuardAltered(Relation rel, Oid shell, const char *what,
+						const char *why, AttrNumber attnum)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("%s of protected shard \"%s\"", what, RelationGetRelationName(rel)),
+			 errdetail("Shard \"%s\" of distributed table \"%s\" is protected by fencing: %s",
+					   RelationGetRelationName(rel), QualifiedName(shell), why),
+			 errhint("Call fencing.unprotect('%s') on the coordinator first.",
+					 QualifiedName(shell)),
+			 attnum > 0 ? errtablecol(rel, attnum) : errtable(rel)));
+}
+
+/* Refuse a change of trigger trigname of shard rel if it is a fencing trigger. */
+static void
+CheckShardTrigger(Relation rel, Oid shell, const char *trigname, const char *verb)
+{
+	Trigger    *t = TriggerByName(rel, trigname);
+
+	if (t == NULL || !IsFencingTriggerOf(t))
+		return;
+	ReportShardGuardAltered(rel, shell,
+							psprintf("cannot %s trigger \"%s\"", verb, trigname),
+							"its fencing triggers check every write.", InvalidAttrNumber);
+}
+
+/* Refuse DDL that drops, retypes or renames the fence column of shard rel. */
+static void
+CheckShardColumn(Relation rel, Oid shell, Trigger *guard, const char *colname,
+				 const char *verb)
+{
+	char	   *fence_column;
+	bool		strict;
+
+	if (colname == NULL)
+		return;
+	/* settings we cannot read: every column might be the fence */
+	if (ParseGuardArgs(guard, &fence_column, &strict) &&
+		strcmp(colname, fence_column) != 0)
+		return;
+	ReportShardGuardAltered(rel, shell,
+							psprintf("cannot %s column \"%s\"", verb, colname),
+							psprintf("column \"%s\" holds its fence tokens.", colname),
+							get_attnum(RelationGetRelid(rel), colname));
+}
+
+/*
+ * Open the relation a DDL command names, if it is a protected shard that
+ * the current user may change (owner; or TRIGGER privilege for CREATE
+ * TRIGGER).  Locks it as the DDL guard does.  NULL otherwise.
+ */
+static Relation
+OpenGuardedShard(RangeVar *rv, bool trigger_privilege, Oid *shell, Trigger **guard)
+{
+	Oid			relid;
+	Relation	rel;
+
+	if (rv == NULL)
+		return NULL;
+	relid = RangeVarGetRelid(rv, NoLock, true);
+	if (!OidIsValid(relid) || get_rel_relkind(relid) == '\0')
+		return NULL;
+	if (!FencingOwnsRelation(relid, GetUserId()) &&
+		!(trigger_privilege &&
+		  pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) == ACLCHECK_OK))
+		return NULL;
+	LockRelationOid(relid, ShareRowExclusiveLock);
+	rel = relation_open(relid, NoLock);
+	*shell = GuardedShard(rel, guard);
+	if (!OidIsValid(*shell))
+	{
+		relation_close(rel, NoLock);
+		return NULL;
+	}
+	return rel;
+}
+
+/* ALTER TABLE on a shard: trigger modes and the fence column. */
+static void
+CheckShardAlterTable(AlterTableStmt *stmt)
+{
+	ListCell   *lc;
+	Relation	rel = NULL;
+	Oid			shell;
+	Trigger    *guard;
+	bool		any = false;
+
+	foreach(lc, stmt->cmds)
+	{
+		switch (lfirst_node(AlterTableCmd, lc)->subtype)
+		{
+			case AT_DropColumn:
+			case AT_AlterColumnType:
+			case AT_EnableTrig:
+			case AT_EnableAlwaysTrig:
+			case AT_EnableReplicaTrig:
+			case AT_DisableTrig:
+			case AT_EnableTrigAll:
+			case AT_DisableTrigAll:
+			case AT_EnableTrigUser:
+			case AT_DisableTrigUser:
+				any = true;
+				break;
+			default:
+				break;
+		}
+	}
+	if (!any || (rel = OpenGuardedShard(stmt->relation, false, &shell, &guard)) == NULL)
+		return;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		switch (cmd->subtype)
+		{
+			case AT_DropColumn:
+				CheckShardColumn(rel, shell, guard, cmd->name, "drop");
+				break;
+			case AT_AlterColumnType:
+				CheckShardColumn(rel, shell, guard, cmd->name, "alter type of");
+				break;
+			case AT_DisableTrig:
+				CheckShardTrigger(rel, shell, cmd->name, "disable");
+				break;
+			case AT_EnableTrig:
+			case AT_EnableReplicaTrig:
+				CheckShardTrigger(rel, shell, cmd->name, "change the firing mode of");
+				break;
+			case AT_DisableTrigAll:
+			case AT_DisableTrigUser:
+				ReportShardGuardAltered(rel, shell,
+										psprintf("cannot disable trigger \"%s\"", guard->tgname),
+										"DISABLE TRIGGER ALL or USER would disable its fencing triggers.",
+										InvalidAttrNumber);
+				break;
+			case AT_EnableTrigAll:
+			case AT_EnableTrigUser:
+				ReportShardGuardAltered(rel, shell,
+										psprintf("cannot change the firing mode of trigger \"%s\"", guard->tgname),
+										"ENABLE TRIGGER ALL or USER would turn its fencing triggers from ALWAYS to ORIGIN.",
+										InvalidAttrNumber);
+				break;
+			default:
+				break;
+		}
+	}
+	relation_close(rel, NoLock);
+}
+
+/* The relation of a trigger's object name ([schema,] table, trigger). */
+static RangeVar *
+TriggerRelation(List *object)
+{
+	if (list_length(object) < 2)
+		return NULL;
+	return makeRangeVarFromNameList(list_truncate(list_copy(object),
+												  list_length(object) - 1));
+}
+
+/*
+ * fencing.ddl_guard_start() on a node with Citus: refuse (SF005) DDL that
+ * would lower the guard of a shard.  Citus' own connections are let
+ * through: what they run was checked on the coordinator.
+ */
+void
+FencingCitusDdlGuardStart(Node *parsetree)
+{
+	Relation	rel;
+	Oid			shell;
+	Trigger    *guard;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+		case T_DropStmt:
+		case T_RenameStmt:
+		case T_CreateTrigStmt:
+		case T_AlterObjectDependsStmt:
+			break;
+		default:
+			return;
+	}
+	if (!CitusPresent() || CitusInternalBackend())
+		return;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+			CheckShardAlterTable((AlterTableStmt *) parsetree);
+			break;
+		case T_DropStmt:
+			{
+				DropStmt   *stmt = (DropStmt *) parsetree;
+				ListCell   *lc;
+
+				if (stmt->removeType != OBJECT_TRIGGER)
+					break;
+				foreach(lc, stmt->objects)
+				{
+					List	   *object = lfirst(lc);
+
+					rel = OpenGuardedShard(TriggerRelation(object), false, &shell, &guard);
+					if (rel == NULL)
+						continue;
+					CheckShardTrigger(rel, shell, strVal(llast(object)), "drop");
+					relation_close(rel, NoLock);
+				}
+				break;
+			}
+		case T_RenameStmt:
+			{
+				RenameStmt *stmt = (RenameStmt *) parsetree;
+
+				if (stmt->renameType != OBJECT_TRIGGER && stmt->renameType != OBJECT_COLUMN)
+					break;
+				rel = OpenGuardedShard(stmt->relation, false, &shell, &guard);
+				if (rel == NULL)
+					break;
+				if (stmt->renameType == OBJECT_COLUMN)
+					CheckShardColumn(rel, shell, guard, stmt->subname, "rename");
+				else
+				{
+					CheckShardTrigger(rel, shell, stmt->subname, "rename");
+					if (strcmp(stmt->newname, guard->tgname) > 0)
+						ReportShardGuardAltered(rel, shell,
+												psprintf("cannot rename a trigger to \"%s\"", stmt->newname),
+												psprintf("a BEFORE ROW trigger named after \"%s\" would fire after the guard.",
+														 guard->tgname),
+												InvalidAttrNumber);
+				}
+				relation_close(rel, NoLock);
+				break;
+			}
+		case T_CreateTrigStmt:
+			{
+				CreateTrigStmt *stmt = (CreateTrigStmt *) parsetree;
+
+				rel = OpenGuardedShard(stmt->relation, true, &shell, &guard);
+				if (rel == NULL)
+					break;
+				if (stmt->replace)
+					CheckShardTrigger(rel, shell, stmt->trigname, "replace");
+				if (stmt->row && stmt->timing == TRIGGER_TYPE_BEFORE &&
+					strcmp(stmt->trigname, guard->tgname) > 0)
+					ReportShardGuardAltered(rel, shell,
+											psprintf("cannot create trigger \"%s\"", stmt->trigname),
+											psprintf("a BEFORE ROW trigger named after \"%s\" would fire after the guard and could change a row it checked.",
+													 guard->tgname),
+											InvalidAttrNumber);
+				relation_close(rel, NoLock);
+				break;
+			}
+		case T_AlterObjectDependsStmt:
+			{
+				AlterObjectDependsStmt *stmt = (AlterObjectDependsStmt *) parsetree;
+
+				if (stmt->objectType != OBJECT_TRIGGER)
+					break;
+				rel = OpenGuardedShard(stmt->relation, false, &shell, &guard);
+				if (rel == NULL)
+					break;
+				CheckShardTrigger(rel, shell, strVal(llast(castNode(List, stmt->object))),
+								  "change the dependencies of");
+				relation_close(rel, NoLock);
+				break;
+			}
+		default:
+			break;
+	}
+}
+
+/* Does relid have a trigger calling fencing.guard_truncate()? */
+static bool
+HasTruncateGuard(Relation rel)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	if (td == NULL)
+		return false;
+	for (i = 0; i < td->numtriggers; i++)
+		if (TRIGGER_FOR_TRUNCATE(td->triggers[i].tgtype) &&
+			IsFencingFunction(td->triggers[i].tgfoid, "guard_truncate"))
+			return true;
+	return false;
+}
+
+/* Run one SQL command through SPI. */
+static void
+RunSql(const char *sql)
+{
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc != SPI_OK_UTILITY)
+		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
+			 SPI_result_code_string(rc));
+}
+
+/* The owner of relation relid. */
+static Oid
+RelOwner(Oid relid)
+{
+	Relation	rel = relation_open(relid, NoLock);
+	Oid			owner = rel->rd_rel->relowner;
+
+	relation_close(rel, NoLock);
+	return owner;
+}
+
+/*
+ * Bring the TRUNCATE guard of shard relid (and of its partitions) in line
+ * with its row guard: add it where the row guard is, drop every fencing
+ * TRUNCATE trigger where it is not.  Runs as the shard's owner, inside SPI.
+ */
+static void
+SyncShardTruncateGuard(Oid relid)
+{
+	List	   *tree = find_all_inheritors(relid, ShareRowExclusiveLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, tree)
+	{
+		Oid			member = lfirst_oid(lc);
+		Relation	rel = relation_open(member, NoLock);
+		bool		guarded = CitusGuardTrigger(rel) != NULL;
+		bool		truncate = HasTruncateGuard(rel);
+		char	   *qname = QualifiedName(member);
+		List	   *drop = NIL;
+		ListCell   *ld;
+		FencingSavedUser saved;
+
+		if (!guarded && truncate && rel->trigdesc != NULL)
+		{
+			int			i;
+
+			for (i = 0; i < rel->trigdesc->numtriggers; i++)
+				if (IsFencingFunction(rel->trigdesc->triggers[i].tgfoid, "guard_truncate"))
+					drop = lappend(drop, pstrdup(rel->trigdesc->triggers[i].tgname));
+		}
+		relation_close(rel, NoLock);
+
+		FencingBecomeRole(RelOwner(member), &saved);
+		if (guarded && !truncate)
+		{
+			RunSql(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
+							" BEFORE TRUNCATE ON %s"
+							" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
+							qname));
+			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+							qname));
+		}
+		foreach(ld, drop)
+			RunSql(psprintf("DROP TRIGGER IF EXISTS %s ON %s",
+							quote_identifier((char *) lfirst(ld)), qname));
+		FencingRestoreUser(&saved);
+	}
+}
+
+/*
+ * A partition created under a protected distributed table gets the guard's
+ * TRUNCATE trigger (ddl_guard.c) just before Citus distributes it, which
+ * Citus refuses for a table with triggers unless citus.enable_unsafe_triggers
+ * is on: say so, rather than let Citus ask to drop the triggers.
+ */
+static void
+CheckNewPartitionOfCitusTable(RangeVar *parent_rv)
+{
+	Oid			parent = RangeVarGetRelid(parent_rv, NoLock, true);
+	const char *unsafe;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	bool		protected;
+	int			rc;
+
+	if (!OidIsValid(parent) || !IsCitusTable(parent))
+		return;
+	unsafe = GetConfigOption("citus.enable_unsafe_triggers", true, false);
+	if (unsafe != NULL && strcmp(unsafe, "on") == 0)
+		return;
+
+	/* the parent, or the root it is a partition of, protected */
+	values[0] = ObjectIdGetDatum(get_rel_relispartition(parent) ?
+								 llast_oid(get_partition_ancestors(parent)) : parent);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT 1 FROM fencing.protected p "
+							   "WHERE p.relid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+							   1, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	protected = SPI_processed > 0;
+	SPI_finish();
+	if (!protected)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("creating a partition of protected distributed table \"%s\" needs citus.enable_unsafe_triggers",
+					get_rel_name(parent)),
+			 errdetail("The partition gets the fencing triggers, and Citus distributes a table with triggers only when citus.enable_unsafe_triggers is on."),
+			 errhint("SET citus.enable_unsafe_triggers = on for this command.")));
+}
+
+/*
+ * fencing.citus_ddl_end(): the ddl_command_end event trigger of CREATE and
+ * DROP TRIGGER, CREATE TABLE and ALTER TABLE.  When the guard row trigger is created on a shard
+ * (protect(), or a placement Citus creates), give the shard its TRUNCATE
+ * guard; when it is dropped (unprotect()), take the shard's TRUNCATE guards
+ * away; when a partition joins a shard (and so the guard's clone), give it
+ * the TRUNCATE guard too.  Nothing to do where Citus is absent or on a table
+ * that is not a shard.
+ */
+Datum
+fencing_citus_ddl_end(PG_FUNCTION_ARGS)
+{
+	Node	   *parsetree;
+	RangeVar   *rv = NULL;
+	Oid			relid;
+	bool		suspended;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_EVENT_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" was not called by the event trigger manager",
+						"citus_ddl_end")));
+	parsetree = ((EventTriggerData *) fcinfo->context)->parsetree;
+	/* our own trigger DDL below fires this event trigger too */
+	if (in_truncate_sync)
+		PG_RETURN_NULL();
+	if (IsA(parsetree, CreateTrigStmt))
+		rv = ((CreateTrigStmt *) parsetree)->relation;
+	else if (IsA(parsetree, DropStmt) &&
+			 ((DropStmt *) parsetree)->removeType == OBJECT_TRIGGER &&
+			 list_length(((DropStmt *) parsetree)->objects) == 1)
+		rv = TriggerRelation(linitial(((DropStmt *) parsetree)->objects));
+	else if (IsA(parsetree, AlterTableStmt))
+	{
+		ListCell   *lc;
+
+		/* a partition attached to a shard gets the guard's clone */
+		foreach(lc, ((AlterTableStmt *) parsetree)->cmds)
+			if (lfirst_node(AlterTableCmd, lc)->subtype == AT_AttachPartition)
+				rv = ((AlterTableStmt *) parsetree)->relation;
+	}
+	else if (IsA(parsetree, CreateStmt) &&
+			 ((CreateStmt *) parsetree)->partbound != NULL &&
+			 list_length(((CreateStmt *) parsetree)->inhRelations) == 1)
+	{
+		rv = linitial_node(RangeVar, ((CreateStmt *) parsetree)->inhRelations);
+		if (CitusPresent())
+			CheckNewPartitionOfCitusTable(rv);
+	}
+	if (rv == NULL || !CitusPresent())
+		PG_RETURN_NULL();
+	relid = RangeVarGetRelid(rv, NoLock, true);
+	if (!OidIsValid(relid) || !OidIsValid(CitusShardOf(relid)))
+		PG_RETURN_NULL();
+
+	/*
+	 * With the DDL guard suspended, restored as it was after: this may run
+	 * inside protect() or unprotect() itself, when Citus executes their
+	 * DDL on a placement of this node.
+	 */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	suspended = FencingDdlGuardSuspended;
+	in_truncate_sync = true;
+	FencingDdlGuardSuspended = true;
+	PG_TRY();
+	{
+		SyncShardTruncateGuard(relid);
+	}
+	PG_FINALLY();
+	{
+		in_truncate_sync = false;
+		FencingDdlGuardSuspended = suspended;
+	}
+	PG_END_TRY();
+	SPI_finish();
+	PG_RETURN_NULL();
+}

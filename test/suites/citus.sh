@@ -1,0 +1,526 @@
+#!/usr/bin/env bash
+# test/suites/citus.sh: the guard on Citus distributed and reference tables
+# (SPEC section 10), on a coordinator and two workers (a third joins later)
+# on this machine.
+#
+# Needs FENCING_CITUS_SRC: Citus source tarballs (citus-X.Y.Z.tar.gz, or
+# directories holding them; .ci/run passes the vendor directory's).  The one
+# supporting PostgreSQL $FENCING_PGVER is built once and cached (see
+# test/lib/citus.sh).  Without it the suite reports itself skipped.
+#
+# Every test shows a stale write refused with SF001, raised on a worker and
+# relayed by the coordinator with its DETAIL and HINT, a fresh one
+# accepted, and counts rows after.  Prints TAP.
+
+set -u
+. "$FENCING_ROOT/test/lib/common.sh"
+. "$FENCING_ROOT/test/lib/citus.sh"
+
+if [ -z "${FENCING_CITUS_SRC:-}" ]; then
+    echo "1..0 # SKIP FENCING_CITUS_SRC is not set (Citus source tarballs, e.g. citus-13.2.2.tar.gz for PostgreSQL 15)"
+    exit 0
+fi
+# shellcheck disable=SC2086
+tarball=$(fencing_citus_pick $FENCING_CITUS_SRC)
+if [ -z "$tarball" ]; then
+    echo "1..0 # SKIP no Citus tarball in FENCING_CITUS_SRC ($FENCING_CITUS_SRC) supports PostgreSQL $FENCING_PGVER"
+    exit 0
+fi
+
+fencing_workdir
+t0=$(date +%s)
+cache=$(fencing_citus_build "$tarball") || fencing_die "cannot build Citus from $tarball"
+fencing_log "Citus from $cache ($(sed -n 's/^build_seconds //p' "$cache/BUILT")s to build; $(($(date +%s) - t0))s this run)"
+fencing_citus_install "$cache"
+
+# stop our servers; the scratch directory is test/check.sh's to remove
+citus_cleanup() {
+    local d
+    for d in "${FENCING_CLUSTERS[@]}"; do
+        fencing_cluster_stop "$d"
+    done
+}
+trap citus_cleanup EXIT
+
+# --- the cluster: a coordinator and two workers; w3 joins for the rebalance
+declare -A PORT
+# PostgreSQL 15.20 approves logical decoding plugins; Citus' shard split
+# decodes with its own
+plugins=
+if fencing_as_postgres "$FENCING_BINDIR/postgres" --describe-config 2>/dev/null >"$FENCING_WORK/citus-gucs" &&
+    grep -q '^output_plugin_libraries' "$FENCING_WORK/citus-gucs"; then
+    plugins="output_plugin_libraries = 'pgoutput, test_decoding, citus'"
+fi
+start_node() {
+    local name=$1
+    fencing_cluster_start "citus-$name" \
+        "shared_preload_libraries = 'citus,fencing'" \
+        "max_connections = 100" \
+        "max_prepared_transactions = 100" \
+        "wal_level = logical" \
+        "max_replication_slots = 20" \
+        "max_wal_senders = 20" \
+        "citus.node_conninfo = 'sslmode=disable'" \
+        "citus.local_hostname = '127.0.0.1'" \
+        "${plugins:-}" \
+        "log_min_messages = warning"
+    PORT[$name]=$PGPORT
+}
+for node in coord w1 w2 w3; do
+    start_node $node
+done
+
+# psql on a node, as the postgres OS user: q NODE SQL... (one -c each)
+q() {
+    local node=$1; shift
+    local args=() s
+    for s in "$@"; do args+=(-c "$s"); done
+    fencing_as_postgres psql -X -q -At -h 127.0.0.1 -p "${PORT[$node]}" -d postgres \
+        -v ON_ERROR_STOP=1 "${args[@]}"
+}
+# the same, expecting an error: prints the verbose error text (SQLSTATE,
+# DETAIL, HINT, CONTEXT) and whatever came before it
+qerr() {
+    local node=$1; shift
+    q "$node" '\set VERBOSITY verbose' "$@" 2>&1
+}
+# a coordinator session that may SET LOCAL fencing.token and have it
+# reach the workers
+COORD_TOKEN="SET citus.propagate_set_commands = 'local'"
+
+n=0
+failed=0
+ok() {
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        failed=$((failed + 1))
+    fi
+}
+is() {
+    local got=$1 want=$2 name=$3
+    if [ "$got" = "$want" ]; then
+        ok 0 "$name"
+    else
+        ok 1 "$name"
+        printf '#   got:  %s\n#   want: %s\n' "$got" "$want" | head -40
+    fi
+}
+like() {
+    local got=$1 pattern=$2 name=$3
+    # not a pipe into grep -q: under pipefail the writer's SIGPIPE would fail it
+    if grep -qE -- "$pattern" <<<"$got"; then
+        ok 0 "$name"
+    else
+        ok 1 "$name"
+        printf '#   got:  %s\n#   want: /%s/\n' "$got" "$pattern" | head -40
+    fi
+}
+# a stale write relayed from a worker: SF001, DETAIL, HINT, and the node
+stale() {
+    local got=$1 name=$2
+    like "$got" 'ERROR:  SF001: stale fence token' "$name: SF001"
+    like "$got" 'DETAIL:  The row has already accepted fence token' "$name: its DETAIL"
+    like "$got" 'HINT:  The lock that issued token .* was lost' "$name: its HINT"
+}
+# the worker of a row's shard: port and shard name
+shard_of() { q coord "SELECT get_shard_id_for_distribution_column('$1', $2)"; }
+node_of_shard() {
+    q coord "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $1 LIMIT 1"
+}
+node_name_by_port() {
+    local p=$1 k
+    for k in "${!PORT[@]}"; do [ "${PORT[$k]}" = "$p" ] && echo "$k"; done
+}
+# guard triggers (row guard enabled ALWAYS, TRUNCATE guard) of every
+# placement of a table: "placements guarded truncate-guarded"
+guard_census() {
+    q coord "SELECT count(*), count(*) FILTER (WHERE g.result = '1'), count(*) FILTER (WHERE t.result <> '0')
+             FROM run_command_on_placements('$1',
+                  \$\$SELECT count(*) FROM pg_trigger WHERE tgrelid = '%s'::regclass
+                    AND tgfoid = 'fencing.guard'::regproc AND tgenabled = 'A'\$\$) g
+             JOIN run_command_on_placements('$1',
+                  \$\$SELECT count(*) FROM pg_trigger WHERE tgrelid = '%s'::regclass
+                    AND tgfoid = 'fencing.guard_truncate'::regproc AND tgenabled = 'A'\$\$) t
+             USING (shardid, nodename, nodeport)" | tr '|' ' '
+}
+
+# --- Citus and fencing on every node
+for node in coord w1 w2 w3; do
+    q $node "CREATE EXTENSION citus" >/dev/null || fencing_die "CREATE EXTENSION citus failed on $node"
+done
+q coord "SELECT citus_set_coordinator_host('127.0.0.1', ${PORT[coord]})" >/dev/null
+for node in w1 w2; do
+    q coord "SELECT citus_add_node('127.0.0.1', ${PORT[$node]})" >/dev/null \
+        || fencing_die "citus_add_node $node failed"
+done
+q coord "CREATE EXTENSION fencing" >/dev/null || fencing_die "CREATE EXTENSION fencing failed"
+fencing_log "Citus cluster up: coordinator ${PORT[coord]}, workers ${PORT[w1]} ${PORT[w2]} (w3 ${PORT[w3]} joins later)"
+
+ext=$(for node in coord w1 w2; do q $node "SELECT extversion FROM pg_extension WHERE extname = 'fencing'"; done | tr '\n' ' ')
+is "$ext" "1.1 1.1 1.1 " "CREATE EXTENSION fencing on the coordinator reaches every worker"
+
+# --- a distributed table in row scope
+q coord "SET citus.shard_count = 4" \
+    "CREATE TABLE accounts (id bigint PRIMARY KEY, balance int NOT NULL DEFAULT 0, fence fencing.fence)" \
+    "SELECT create_distributed_table('accounts', 'id')" \
+    "INSERT INTO accounts (id) SELECT g FROM generate_series(1, 40) g" >/dev/null
+out=$(q coord "SELECT fencing.protect('accounts')" 2>&1)
+is "$out" "" "protect() on a distributed table, on the coordinator"
+is "$(guard_census accounts)" "4 4 4" "every shard on every node has the row guard (ALWAYS) and the TRUNCATE guard"
+is "$(q coord "SELECT count(DISTINCT nodeport) FROM pg_dist_shard_placement JOIN pg_dist_shard USING (shardid) WHERE logicalrelid = 'accounts'::regclass")" \
+    "2" "the shards are spread over both workers"
+
+# every row gets a token
+out=$(q coord "UPDATE accounts SET fence = '10:0'" 2>&1)
+is "$out" "" "a multi-shard UPDATE with a first token is accepted"
+is "$(q coord "SELECT count(*) FROM accounts WHERE fence::text = '10:0'")" "40" "... on all 40 rows"
+
+# routed UPDATE
+s1=$(shard_of accounts 1)
+p1=$(node_of_shard "$s1")
+out=$(qerr coord "UPDATE accounts SET balance = balance + 100, fence = '9:99' WHERE id = 1")
+stale "$out" "routed UPDATE with a stale token"
+like "$out" "while executing command on 127.0.0.1:$p1" "routed UPDATE: the error comes from the worker of the row's shard"
+out=$(q coord "UPDATE accounts SET balance = balance + 1, fence = '11:0' WHERE id = 1" 2>&1)
+is "$out" "" "routed UPDATE with a fresh token is accepted"
+is "$(q coord "SELECT balance, fence FROM accounts WHERE id = 1")" "1|11:0" "... and only the fresh write landed"
+
+# routed DELETE, the token in SET LOCAL (propagated)
+out=$(qerr coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '10:0'" "DELETE FROM accounts WHERE id = 2" "COMMIT")
+stale "$out" "routed DELETE with a stale SET LOCAL fencing.token"
+out=$(q coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '10:3'" "DELETE FROM accounts WHERE id = 2" "COMMIT" 2>&1)
+is "$out" "" "routed DELETE with a fresh token is accepted"
+is "$(q coord "SELECT count(*) FROM accounts")" "39" "... 39 rows left"
+
+# without citus.propagate_set_commands the token never reaches the worker:
+# the write fails closed
+out=$(qerr coord "BEGIN" "SET LOCAL fencing.token = '99:0'" "UPDATE accounts SET balance = 7 WHERE id = 3" "COMMIT")
+like "$out" 'ERROR:  SF002: UPDATE on table "accounts_[0-9]+" requires a fence token' \
+    "SET LOCAL fencing.token without citus.propagate_set_commands = local: refused on the worker (SF002), not let through"
+is "$(q coord "SELECT balance FROM accounts WHERE id = 3")" "0" "... the row is unchanged"
+
+# routed INSERT: a new row takes its token; a stale write to it is refused
+out=$(q coord "INSERT INTO accounts (id, balance, fence) VALUES (100, 5, '20:0')" 2>&1)
+is "$out" "" "routed INSERT with a token is accepted"
+out=$(qerr coord "UPDATE accounts SET balance = 0, fence = '19:0' WHERE id = 100")
+stale "$out" "stale UPDATE of the row just inserted"
+out=$(q coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '21:0'" "INSERT INTO accounts (id, balance) VALUES (101, 6)" "COMMIT" 2>&1)
+is "$out" "" "routed INSERT with SET LOCAL fencing.token is accepted"
+is "$(q coord "SELECT id, balance, fence FROM accounts WHERE id IN (100, 101) ORDER BY id" | tr '\n' ' ')" \
+    "100|5|20:0 101|6|21:0 " "... the guard on the worker wrote the token into the row"
+
+# multi-shard UPDATE: one stale row refuses the whole statement
+q coord "UPDATE accounts SET fence = '30:0' WHERE id = 40" >/dev/null
+out=$(qerr coord "UPDATE accounts SET balance = balance + 1000, fence = '25:0'")
+stale "$out" "multi-shard UPDATE with a token older than one row's fence"
+is "$(q coord "SELECT count(*) FROM accounts WHERE balance >= 1000")" "0" "... no row of any shard changed"
+out=$(q coord "UPDATE accounts SET balance = balance + 1000, fence = '31:0'" 2>&1)
+is "$out" "" "multi-shard UPDATE with a fresh token is accepted"
+is "$(q coord "SELECT count(*) FROM accounts WHERE balance >= 1000 AND fence::text = '31:0'")" "41" "... on all 41 rows"
+
+# INSERT ... ON CONFLICT DO UPDATE
+out=$(qerr coord "INSERT INTO accounts (id, balance, fence) VALUES (5, 1, '30:5') ON CONFLICT (id) DO UPDATE SET balance = EXCLUDED.balance, fence = EXCLUDED.fence")
+stale "$out" "INSERT ... ON CONFLICT DO UPDATE with a stale token"
+out=$(q coord "INSERT INTO accounts (id, balance, fence) VALUES (5, 1, '32:5') ON CONFLICT (id) DO UPDATE SET balance = EXCLUDED.balance, fence = EXCLUDED.fence" 2>&1)
+is "$out" "" "INSERT ... ON CONFLICT DO UPDATE with a fresh token is accepted"
+is "$(q coord "SELECT balance, fence FROM accounts WHERE id = 5")" "1|32:5" "... the row took it"
+
+# COPY: new rows in row scope have no fence to beat; the guard still runs on
+# the worker for every copied row (it writes the token, and refuses two)
+printf '200,1,\n201,2,\n202,3,\n' >"$FENCING_WORK/copy.csv"
+chmod a+r "$FENCING_WORK/copy.csv"
+out=$(qerr coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '40:0'" \
+    "\\copy accounts (id, balance, fence) FROM '$FENCING_WORK/copy.csv' WITH (FORMAT csv)" "COMMIT")
+is "$out" "" "COPY with SET LOCAL fencing.token is accepted"
+is "$(q coord "SELECT count(*) FROM accounts WHERE id BETWEEN 200 AND 202 AND fence::text = '40:0'")" "3" \
+    "... the guard on the workers wrote the token into the 3 copied rows"
+printf '203,1,41:0\n' >"$FENCING_WORK/copy2.csv"
+chmod a+r "$FENCING_WORK/copy2.csv"
+out=$(qerr coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '40:0'" \
+    "\\copy accounts (id, balance, fence) FROM '$FENCING_WORK/copy2.csv' WITH (FORMAT csv)" "COMMIT")
+# Citus' COPY relays the worker's message and DETAIL, not its SQLSTATE or HINT
+like "$out" 'ERROR:  (SF002|XX000): conflicting fence tokens for table "accounts_[0-9]+"' "COPY of a row whose fence disagrees with the token is refused on the worker"
+like "$out" 'DETAIL:  The setting fencing.token is 40:0 but the write puts 41:0 in the fence column.' "... the DETAIL relayed"
+is "$(q coord "SELECT count(*) FROM accounts")" "44" "... 44 rows"
+
+# a write sent to a shard directly, on its worker
+s7=$(shard_of accounts 7)
+n7=$(node_name_by_port "$(node_of_shard "$s7")")
+sh7=$(q coord "SELECT shard_name('accounts', $s7)")
+out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "UPDATE $sh7 SET balance = -1, fence = '12:0' WHERE id = 7")
+stale "$out" "UPDATE sent directly to shard $sh7 on its worker, stale"
+out=$(q "$n7" "SET citus.enable_manual_changes_to_shards = on" "UPDATE $sh7 SET balance = 77, fence = '50:7' WHERE id = 7" 2>&1)
+is "$out" "" "... fresh, accepted"
+out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "DELETE FROM $sh7 WHERE id = 7")
+like "$out" 'ERROR:  SF002: DELETE on table .* requires a fence token' "DELETE on the shard directly without a token is refused"
+is "$(q coord "SELECT balance, fence FROM accounts WHERE id = 7")" "77|50:7" "... the coordinator sees the one accepted write"
+
+# --- guarding the guard: the distributed table and its shards
+for ddl in "ALTER TABLE accounts DISABLE TRIGGER zz_fencing_guard" \
+    "ALTER TABLE accounts DISABLE TRIGGER ALL" \
+    "ALTER TABLE accounts ENABLE REPLICA TRIGGER zz_fencing_guard" \
+    "DROP TRIGGER zz_fencing_guard ON accounts" \
+    "ALTER TABLE accounts DROP COLUMN fence"; do
+    out=$(qerr coord "SET citus.enable_unsafe_triggers = on" "$ddl")
+    like "$out" 'ERROR:  SF005:' "SF005 on the coordinator: $ddl"
+done
+is "$(guard_census accounts)" "4 4 4" "... every shard keeps its guard"
+
+sg="zz_fencing_guard_$s7"
+for ddl in "ALTER TABLE $sh7 DISABLE TRIGGER $sg" \
+    "ALTER TABLE $sh7 DISABLE TRIGGER ALL" \
+    "ALTER TABLE $sh7 DISABLE TRIGGER USER" \
+    "ALTER TABLE $sh7 ENABLE REPLICA TRIGGER $sg" \
+    "ALTER TABLE $sh7 ENABLE TRIGGER $sg" \
+    "DROP TRIGGER $sg ON $sh7" \
+    "DROP TRIGGER zz_fencing_truncate ON $sh7" \
+    "ALTER TABLE $sh7 DISABLE TRIGGER zz_fencing_truncate" \
+    "ALTER TRIGGER $sg ON $sh7 RENAME TO a_guard" \
+    "CREATE OR REPLACE TRIGGER $sg BEFORE INSERT OR UPDATE OR DELETE ON $sh7 FOR EACH ROW EXECUTE FUNCTION fencing.guard('citus:1', 'fence_column=fence', 'strict=off')" \
+    "CREATE TRIGGER zzz_late BEFORE UPDATE ON $sh7 FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()" \
+    "ALTER TABLE $sh7 DROP COLUMN fence" \
+    "ALTER TABLE $sh7 ALTER COLUMN fence TYPE text" \
+    "ALTER TABLE $sh7 RENAME COLUMN fence TO f2"; do
+    out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "$ddl")
+    like "$out" 'ERROR:  SF005:' "SF005 on shard $sh7 on its worker: ${ddl:0:90}"
+done
+# run_command_on_placements() reaches the shards through Citus' connections
+# too, but as a user's command: checked on every worker
+out=$(q coord "SELECT count(*) FILTER (WHERE NOT success), count(*) FILTER (WHERE result LIKE '%cannot disable trigger%of protected shard%')
+               FROM run_command_on_placements('accounts', 'ALTER TABLE %s DISABLE TRIGGER ALL')")
+is "$out" "4|4" "run_command_on_placements() disabling the guard: refused on every shard"
+like "$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "ALTER TABLE $sh7 DISABLE TRIGGER $sg")" \
+    "HINT:  Call fencing.unprotect\('public.accounts'\) on the coordinator first." "... the HINT names the distributed table"
+out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "UPDATE $sh7 SET fence = '1:0' WHERE id = 7")
+stale "$out" "after all that, a stale write to the shard is still refused"
+
+# TRUNCATE
+out=$(qerr coord "TRUNCATE accounts")
+like "$out" 'ERROR:  SF002: cannot truncate protected table "accounts"' "TRUNCATE of the distributed table is refused (SF002)"
+out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "TRUNCATE $sh7")
+like "$out" "ERROR:  SF002: cannot truncate protected table \"$sh7\"" "TRUNCATE of a shard on its worker is refused (SF002)"
+is "$(q coord "SELECT count(*) FROM accounts")" "44" "... 44 rows still"
+
+# --- a distributed partitioned table: every partition's shards, and a
+# partition created later
+q coord "SET citus.shard_count = 4" \
+    "CREATE TABLE events (id bigint, day date, v int, fence fencing.fence, PRIMARY KEY (id, day)) PARTITION BY RANGE (day)" \
+    "CREATE TABLE events_jan PARTITION OF events FOR VALUES FROM ('2024-01-01') TO ('2024-02-01')" \
+    "SELECT create_distributed_table('events', 'id', colocate_with => 'none')" \
+    "INSERT INTO events VALUES (1, '2024-01-05', 0, '5:0'), (2, '2024-01-06', 0, '5:0')" >/dev/null
+out=$(q coord "SELECT fencing.protect('events')" 2>&1)
+is "$out" "" "protect() on a distributed partitioned table"
+is "$(guard_census events_jan)" "4 4 4" "... every shard of its partition has both guards"
+out=$(qerr coord "UPDATE events SET v = 1, fence = '4:0' WHERE id = 1")
+like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "events_jan_[0-9]+"' "partitioned: a stale write to a partition's shard is refused"
+out=$(q coord "UPDATE events SET v = 1, fence = '6:0' WHERE id = 1" 2>&1)
+is "$out" "" "partitioned: a fresh write is accepted"
+out=$(qerr coord "CREATE TABLE events_feb PARTITION OF events FOR VALUES FROM ('2024-02-01') TO ('2024-03-01')")
+like "$out" 'ERROR:  55000: creating a partition of protected distributed table "events" needs citus.enable_unsafe_triggers' \
+    "partitioned: a new partition needs citus.enable_unsafe_triggers, and says so"
+q coord "SET citus.enable_unsafe_triggers = on" \
+    "CREATE TABLE events_feb PARTITION OF events FOR VALUES FROM ('2024-02-01') TO ('2024-03-01')" \
+    "INSERT INTO events VALUES (3, '2024-02-03', 0, '5:0')" >/dev/null
+is "$(guard_census events_feb)" "4 4 4" "partitioned: a partition created later has both guards on every shard"
+out=$(qerr coord "UPDATE events SET v = 1, fence = '4:0' WHERE id = 3")
+like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "events_feb_[0-9]+"' "partitioned: a stale write to the new partition is refused"
+out=$(qerr coord "TRUNCATE events_feb")
+like "$out" 'ERROR:  SF002: cannot truncate' "partitioned: TRUNCATE of a partition is refused"
+sf=$(q coord "SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'events_feb'::regclass ORDER BY shardid LIMIT 1")
+out=$(qerr "$(node_name_by_port "$(node_of_shard "$sf")")" "SET citus.enable_manual_changes_to_shards = on" "TRUNCATE $(q coord "SELECT shard_name('events_feb', $sf)")")
+like "$out" 'ERROR:  SF002: cannot truncate' "partitioned: TRUNCATE of a partition's shard on its worker is refused"
+q coord "CREATE TABLE events_mar (LIKE events)" \
+    "SELECT create_distributed_table('events_mar', 'id', colocate_with => 'events')" \
+    "INSERT INTO events_mar VALUES (4, '2024-03-03', 0, '5:0')" >/dev/null
+out=$(q coord "SET citus.enable_unsafe_triggers = on" "ALTER TABLE events ATTACH PARTITION events_mar FOR VALUES FROM ('2024-03-01') TO ('2024-04-01')" 2>&1)
+is "$out" "" "partitioned: ATTACH PARTITION of a distributed table"
+is "$(guard_census events_mar)" "4 4 4" "... its shards get both guards"
+out=$(qerr coord "UPDATE events SET v = 1, fence = '4:0' WHERE id = 4")
+like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "events_mar_[0-9]+"' "partitioned: a stale write to the attached partition is refused"
+is "$(q coord "SELECT count(*) FROM events")" "4" "partitioned: 4 rows"
+
+# --- shards that move, split, or land on a new node
+old_node=$n7
+new_node=$([ "$old_node" = w1 ] && echo w2 || echo w1)
+out=$(q coord "SELECT citus_move_shard_placement($s7, '127.0.0.1', ${PORT[$old_node]}, '127.0.0.1', ${PORT[$new_node]})" 2>&1)
+is "$out" "" "citus_move_shard_placement of shard $s7 from $old_node to $new_node"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+is "$(node_name_by_port "$(node_of_shard "$s7")")" "$new_node" "... the shard is on $new_node"
+is "$(guard_census accounts)" "4 4 4" "... the moved shard has both guards"
+out=$(qerr coord "UPDATE accounts SET balance = 0, fence = '50:6' WHERE id = 7")
+stale "$out" "after the move, a stale write is refused"
+like "$out" "while executing command on 127.0.0.1:${PORT[$new_node]}" "... by the new node"
+out=$(q coord "UPDATE accounts SET balance = 8, fence = '51:0' WHERE id = 7" 2>&1)
+is "$out" "" "after the move, a fresh write is accepted"
+out=$(qerr "$new_node" "SET citus.enable_manual_changes_to_shards = on" "TRUNCATE $sh7")
+like "$out" 'ERROR:  SF002: cannot truncate' "after the move, TRUNCATE of the shard on its new node is refused"
+out=$(qerr "$new_node" "SET citus.enable_manual_changes_to_shards = on" "ALTER TABLE $sh7 DISABLE TRIGGER $sg")
+like "$out" 'ERROR:  SF005:' "after the move, disabling its guard on the new node is refused"
+
+# split the shard of row 11 in two, one half on each worker
+s11=$(shard_of accounts 11)
+mid=$(q coord "SELECT (shardminvalue::bigint + shardmaxvalue::bigint) / 2 FROM pg_dist_shard WHERE shardid = $s11")
+out=$(q coord "SELECT citus_split_shard_by_split_points($s11, ARRAY['$mid'], ARRAY[(SELECT nodeid FROM pg_dist_node WHERE nodeport = ${PORT[w1]}), (SELECT nodeid FROM pg_dist_node WHERE nodeport = ${PORT[w2]})])" 2>&1)
+is "$out" "" "citus_split_shard_by_split_points of shard $s11"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+is "$(guard_census accounts)" "5 5 5" "... 5 shards, all guarded"
+s11b=$(shard_of accounts 11)
+[ "$s11b" != "$s11" ]
+ok $? "... row 11 is in a new shard ($s11b)"
+out=$(qerr coord "UPDATE accounts SET balance = 0, fence = '10:11' WHERE id = 11")
+stale "$out" "after the split, a stale write is refused"
+out=$(q coord "UPDATE accounts SET balance = 11, fence = '60:11' WHERE id = 11" 2>&1)
+is "$out" "" "after the split, a fresh write is accepted"
+n11=$(node_name_by_port "$(node_of_shard "$s11b")")
+out=$(qerr "$n11" "SET citus.enable_manual_changes_to_shards = on" "TRUNCATE $(q coord "SELECT shard_name('accounts', $s11b)")")
+like "$out" 'ERROR:  SF002: cannot truncate' "after the split, TRUNCATE of the new shard is refused"
+
+# a new node and a rebalance
+q coord "SELECT citus_add_node('127.0.0.1', ${PORT[w3]})" >/dev/null
+like "$(q w3 "SELECT extversion FROM pg_extension WHERE extname = 'fencing'")" "^1.1$" "a node added later gets the extension"
+out=$(q coord "SELECT rebalance_table_shards('accounts')" 2>&1)
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+on_w3=$(q coord "SELECT count(*) FROM pg_dist_shard_placement JOIN pg_dist_shard USING (shardid) WHERE logicalrelid = 'accounts'::regclass AND nodeport = ${PORT[w3]}")
+[ "$on_w3" -gt 0 ]
+ok $? "rebalance_table_shards moved $on_w3 shard(s) onto the new node"
+is "$(guard_census accounts)" "5 5 5" "... every shard guarded"
+id3=$(q coord "SELECT id FROM accounts WHERE get_shard_id_for_distribution_column('accounts', id) IN
+        (SELECT shardid FROM pg_dist_shard_placement WHERE nodeport = ${PORT[w3]}) ORDER BY id LIMIT 1")
+f3=$(q coord "SELECT fence FROM accounts WHERE id = $id3")
+out=$(qerr coord "UPDATE accounts SET balance = 0, fence = '9:0' WHERE id = $id3")
+stale "$out" "on the new node (row $id3, fence $f3), a stale write is refused"
+like "$out" "while executing command on 127.0.0.1:${PORT[w3]}" "... by the new node"
+out=$(q coord "UPDATE accounts SET balance = 3, fence = '70:0' WHERE id = $id3" 2>&1)
+is "$out" "" "on the new node, a fresh write is accepted"
+s3=$(shard_of accounts "$id3")
+out=$(qerr w3 "SET citus.enable_manual_changes_to_shards = on" "UPDATE $(q coord "SELECT shard_name('accounts', $s3)") SET fence = '69:0' WHERE id = $id3")
+stale "$out" "on the new node, a stale write sent to the shard directly is refused"
+is "$(q coord "SELECT count(*), count(*) FILTER (WHERE fence IS NULL) FROM accounts")" "44|0" "44 rows, every one fenced"
+
+# --- two coordinator sessions racing on one row
+race() {
+    # race TOKEN_FIRST TOKEN_SECOND: the first takes the row, the second
+    # blocks on it on the worker, the first commits; prints the second's
+    # output and the row's fence
+    local first=$1 second=$2 dir=$FENCING_WORK/race
+    rm -rf "$dir"; mkdir -p "$dir"; chown postgres: "$dir"
+    mkfifo "$dir/a.in"; chown postgres: "$dir/a.in"
+    (fencing_as_postgres psql -X -q -At -h 127.0.0.1 -p "${PORT[coord]}" -d postgres \
+        -v VERBOSITY=verbose <"$dir/a.in" >"$dir/a.out" 2>&1) &
+    local apid=$!
+    exec 7>"$dir/a.in"
+    printf "%s;\nBEGIN;\nSET LOCAL fencing.token = '%s';\nUPDATE accounts SET balance = balance + 1 WHERE id = 9;\n\\\\! touch %s/a.locked\n" "$COORD_TOKEN" "$first" "$dir" >&7
+    local i
+    for i in $(seq 600); do [ -e "$dir/a.locked" ] && break; sleep 0.1; done
+    (q coord "$COORD_TOKEN" '\set VERBOSITY verbose' "BEGIN" "SET LOCAL fencing.token = '$second'" \
+        "UPDATE accounts SET balance = balance + 10 WHERE id = 9" "COMMIT" >"$dir/b.out" 2>&1) &
+    local bpid=$!
+    # wait until the second waits for the first's row lock, on the worker
+    local w=0
+    for i in $(seq 600); do
+        for node in w1 w2 w3; do
+            w=$(q $node "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE%'")
+            [ "$w" -gt 0 ] && break 2
+        done
+        sleep 0.1
+    done
+    printf 'COMMIT;\n' >&7
+    exec 7>&-
+    wait $apid $bpid
+    echo "waited=$w"
+    cat "$dir/a.out" "$dir/b.out"
+    echo "fence=$(q coord "SELECT fence FROM accounts WHERE id = 9")"
+}
+q coord "UPDATE accounts SET fence = '80:0' WHERE id = 9" >/dev/null
+out=$(race 90:2 90:1)
+like "$out" "waited=1" "race: the older token's UPDATE waited for the newer one's row lock on the worker"
+stale "$out" "race: newer token commits first, the blocked older one"
+like "$out" "fence=90:2$" "race: exactly one of the two ordered tokens won: 90:2"
+out=$(race 91:0 91:0)
+like "$out" 'ERROR:  SF001: stale fence token 91:0' "race: the same token in two transactions, the second is refused (strict)"
+like "$out" "fence=91:0$" "... one write of 91:0"
+is "$(q coord "SELECT balance FROM accounts WHERE id = 9")" "1002" "... the balance shows the two accepted writes only"
+
+# --- a reference table: row scope
+q coord "CREATE TABLE rates (code text PRIMARY KEY, rate numeric, fence fencing.fence)" \
+    "SELECT create_reference_table('rates')" \
+    "INSERT INTO rates VALUES ('EUR', 1, '5:0'), ('USD', 2, '5:0')" >/dev/null
+out=$(q coord "SELECT fencing.protect('rates')" 2>&1)
+is "$out" "" "protect() on a reference table"
+is "$(guard_census rates)" "4 4 4" "... every placement (coordinator and 3 workers) guarded"
+out=$(qerr coord "UPDATE rates SET rate = 0, fence = '4:0' WHERE code = 'EUR'")
+stale "$out" "reference table: stale write refused"
+out=$(q coord "UPDATE rates SET rate = 3, fence = '6:0' WHERE code = 'EUR'" 2>&1)
+is "$out" "" "reference table: fresh write accepted"
+is "$(for node in w1 w2 w3; do q $node "SET citus.enable_manual_changes_to_shards = on" "SELECT rate || '/' || fence FROM $(q coord "SELECT shard_name('rates', shardid) FROM pg_dist_shard WHERE logicalrelid = 'rates'::regclass") WHERE code = 'EUR'"; done | tr '\n' ' ')" \
+    "3/6:0 3/6:0 3/6:0 " "... every copy took it"
+out=$(qerr coord "TRUNCATE rates")
+like "$out" 'ERROR:  SF002: cannot truncate' "reference table: TRUNCATE refused"
+
+# --- what cannot hold is refused, naming what works
+out=$(qerr coord "SELECT fencing.protect('accounts', key_columns => '{}')")
+like "$out" 'ERROR:  0A000: table scope cannot hold on distributed table "accounts"' "table scope on a distributed table: 0A000"
+like "$out" 'HINT:  Use row scope \(key_columns => NULL\), or key scope with the distribution column "id"' "... the HINT names what works"
+q coord "ALTER TABLE accounts ADD COLUMN region text" >/dev/null
+out=$(qerr coord "SELECT fencing.protect('accounts', key_columns => '{region}')")
+like "$out" 'ERROR:  0A000: key scope without the distribution column cannot hold' "key scope without the distribution column: 0A000"
+like "$out" 'HINT:  Add the distribution column "id" to key_columns' "... the HINT names what works"
+out=$(qerr coord "SELECT fencing.protect('accounts', key_columns => '{id}')")
+like "$out" 'ERROR:  0A000: key scope is not available yet on distributed table "accounts"' "key scope with the distribution column: not built yet, 0A000"
+out=$(qerr coord "SELECT fencing.protect('rates', key_columns => '{code}')")
+like "$out" 'ERROR:  0A000: key scope cannot hold on reference table' "key scope on a reference table: 0A000"
+out=$(qerr coord "SELECT fencing.protect('rates', key_columns => '{}')")
+like "$out" 'ERROR:  0A000: table scope cannot hold on reference table' "table scope on a reference table: 0A000"
+out=$(qerr coord "SELECT fencing.protect('accounts', lease => 'l1')")
+like "$out" 'ERROR:  0A000: cannot protect distributed table "accounts" with a lease' "a lease on a distributed table: 0A000"
+q coord "CREATE TABLE local_ledger (id bigint, fence fencing.fence)" \
+    "SELECT fencing.protect('local_ledger', key_columns => '{id}', scope_name => 'shared')" >/dev/null
+out=$(qerr coord "SELECT fencing.protect('accounts', key_columns => '{id}', scope_name => 'shared')")
+like "$out" 'ERROR:  0A000: fencing scope "shared" cannot be shared by tables "local_ledger" and "accounts"' \
+    "a scope_name shared with a table that is not co-located: 0A000"
+like "$out" 'HINT:  Choose another scope_name, or distribute both tables co-located' "... the HINT names what works"
+out=$(qerr "$(node_name_by_port "$(node_of_shard "$s7")")" "SELECT fencing.protect('$sh7')")
+like "$out" 'ERROR:  0A000: cannot protect ".*", a shard of distributed table "accounts"' "protect() of a shard on a worker: 0A000"
+is "$(q coord "SELECT key_columns IS NULL FROM fencing.protected WHERE relid = 'accounts'::regclass")" "t" \
+    "... after every refusal, accounts is still protected in row scope"
+out=$(qerr coord "UPDATE accounts SET fence = '1:0' WHERE id = 1")
+stale "$out" "... and still refuses stale writes"
+
+# --- unprotect() leaves nothing behind on any node
+out=$(q coord "SELECT fencing.unprotect('accounts')" "SELECT fencing.unprotect('rates')" "SELECT fencing.unprotect('events')" 2>&1)
+is "$out" "" "unprotect() of the distributed, the reference and the partitioned table"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+left=$(for node in coord w1 w2 w3; do
+    q $node "SELECT count(*) FROM pg_trigger WHERE tgfoid IN ('fencing.guard'::regproc, 'fencing.guard_truncate'::regproc)
+             AND tgrelid::regclass::text NOT LIKE 'local_ledger%'"
+done | tr '\n' ' ')
+is "$left" "0 0 0 0 " "no fencing trigger left on any node (shells and shards)"
+is "$(q coord "SELECT count(*) FROM fencing.protected WHERE relid::text <> 'local_ledger'")" "0" "fencing.protected forgets them"
+out=$(q coord "UPDATE accounts SET balance = 0, fence = '1:0' WHERE id = 1" "TRUNCATE rates" "TRUNCATE events" 2>&1)
+is "$out" "" "writes with old tokens and TRUNCATE go through again"
+out=$(q coord "SELECT fencing.protect('accounts')" 2>&1)
+is "$(guard_census accounts)" "5 5 5" "protect() again guards every shard again"
+out=$(qerr coord "UPDATE accounts SET fence = '0:1' WHERE id = 1")
+stale "$out" "... and refuses stale writes again"
+
+# --- DROP EXTENSION
+out=$(qerr coord "DROP EXTENSION fencing")
+like "$out" 'ERROR:  2BP01: cannot drop extension fencing because other objects depend on it' \
+    "DROP EXTENSION fencing is refused while a table is protected"
+is "$(for node in coord w1 w2 w3; do q $node "SELECT count(*) FROM pg_extension WHERE extname = 'fencing'"; done | tr '\n' ' ')" \
+    "1 1 1 1 " "... the extension is still on every node"
+out=$(qerr coord "UPDATE accounts SET fence = '0:2' WHERE id = 1")
+stale "$out" "... and the guard still holds"
+out=$(q coord "DROP EXTENSION fencing CASCADE" 2>&1)
+like "$out" "^(NOTICE|$)" "DROP EXTENSION fencing CASCADE on the coordinator"
+is "$(for node in coord w1 w2 w3; do q $node "SELECT count(*) FROM pg_extension WHERE extname = 'fencing'"; done | tr '\n' ' ')" \
+    "0 0 0 0 " "... removes it from every node"
+is "$(for node in coord w1 w2 w3; do q $node "SELECT count(*) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE p.proname IN ('guard', 'guard_truncate')"; done | tr '\n' ' ')" \
+    "0 0 0 0 " "... with every guard trigger on every node"
+is "$(q coord "SELECT count(*) FROM accounts")" "44" "... the table keeps its 44 rows"
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
