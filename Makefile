@@ -12,17 +12,19 @@ MODULE_big = fencing
 OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
-	src/scopes_1_0.o src/guard.o src/ddl_guard.o
+	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
 OBJS_STATS = src/stats.o
 
 OBJS_IDEM = src/idempotency.o
 
+OBJS_DIRECT = src/direct.o
+
 OBJS_LEASE = src/lease.o
 
 OBJS_CITUS = src/citus.o
 
-OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE) $(OBJS_CITUS)
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
@@ -31,11 +33,12 @@ DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
 REGRESS_CORE = fence_type fence_input advance
 
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
-	guard_paths guard_privileges guard_bypass guard_ddl
+	guard_paths guard_privileges guard_bypass guard_ddl \
+	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy
 
 REGRESS_STATS = stats stats_forget
 
-REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
+REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_owner idem_update idem_direct
 
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
@@ -46,9 +49,10 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race \
+	ddl_guard_race ddl_guard_locks
 
-ISOLATION_IDEM = idem_begin_race idem_resume_race
+ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
 
 ISOLATION_LEASE = lease_acquire_race lease_renew_race
 
@@ -58,6 +62,31 @@ ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# --- packaging (issue 12): release archive, installcheck's preload -----------
+# make dist: fencing-<META.json version>.zip of the committed tree (git
+# archive of HEAD, so nothing generated), for PGXN; DISTDIR says where.
+# installcheck runs the statistics tests, which need the library preloaded:
+# check the server under test first rather than report their failures.
+DISTDIR ?= .
+
+.PHONY: dist fencing-preload-check
+
+dist:
+	@v=$$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' '$(srcdir)/META.json') || exit 1; \
+	git -C '$(srcdir)' diff --quiet HEAD -- || echo 'note: uncommitted changes are not in the archive' >&2; \
+	git -C '$(srcdir)' archive --format=zip --prefix=fencing-$$v/ -o "$(abspath $(DISTDIR))/fencing-$$v.zip" HEAD && \
+	echo "$(abspath $(DISTDIR))/fencing-$$v.zip"
+
+installcheck: fencing-preload-check
+
+fencing-preload-check:
+	@pl=$$('$(bindir)/psql' -X -A -t -q -d postgres -c 'SHOW shared_preload_libraries') || exit 1; \
+	case ",$$(echo "$$pl" | tr -d ' "')," in *,fencing,*) ;; *) \
+	echo "error: the server under test does not preload fencing (shared_preload_libraries = '$$pl');" >&2; \
+	echo "the statistics tests need shared_preload_libraries = 'fencing' (see README.md, Install)" >&2; \
+	exit 1;; esac
+# --- end of packaging block --------------------------------------------------
 
 .PHONY: demo test print-regress print-isolation
 
