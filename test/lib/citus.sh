@@ -143,6 +143,15 @@ fencing_citus_build() {
 
 fencing_citus_install() {
     local dir=$1 inst
+    if [ "$FENCING_PGVER" = 18 ]; then
+        # the cached PostgreSQL 18 build: installed under its prefix, which
+        # the private copy mirrors (test/lib/pg18.sh)
+        inst=${FENCING_BINDIR%/bin}
+        [ -d "$dir/stage$FENCING_PG18_PREFIX" ] || fencing_die "no Citus files for $FENCING_PG18_PREFIX in $dir"
+        cp -a "$dir/stage$FENCING_PG18_PREFIX/." "$inst/"
+        chmod -R a+rX "$inst"
+        return
+    fi
     inst=${FENCING_BINDIR%/usr/lib/postgresql/*}
     [ -d "$inst/usr" ] || fencing_die "no private PostgreSQL copy at $inst"
     cp -a "$dir/stage/usr/." "$inst/usr/"
