@@ -51,10 +51,11 @@ REVOKE ALL ON @extschema@.scope_storage, @extschema@.scope_storage_seq FROM PUBL
 GRANT SELECT ON @extschema@.scope_storage TO PUBLIC;
 
 CREATE FUNCTION @extschema@.scope_create(scope_name text, owner regrole,
-                                         key_types regtype[], key_collations oid[])
+                                         key_types regtype[], key_collations oid[],
+                                         key_names name[] DEFAULT NULL)
     RETURNS regclass
     AS 'MODULE_PATHNAME', 'fencing_scope_create' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION @extschema@.scope_create(text, regrole, regtype[], oid[]) IS
+COMMENT ON FUNCTION @extschema@.scope_create(text, regrole, regtype[], oid[], name[]) IS
     'internal: create and register the storage table of a new scope (protect() does this itself)';
 
 CREATE FUNCTION @extschema@.invalidate_guards() RETURNS void
@@ -62,7 +63,7 @@ CREATE FUNCTION @extschema@.invalidate_guards() RETURNS void
 COMMENT ON FUNCTION @extschema@.invalidate_guards() IS
     'internal: make every session read its guard settings again once this transaction commits';
 
-REVOKE ALL ON FUNCTION @extschema@.scope_create(text, regrole, regtype[], oid[]),
+REVOKE ALL ON FUNCTION @extschema@.scope_create(text, regrole, regtype[], oid[], name[]),
     @extschema@.invalidate_guards() FROM PUBLIC;
 
 -- Convert the text keys of 1.0's fencing.scopes into typed storage.  A
@@ -73,6 +74,12 @@ REVOKE ALL ON FUNCTION @extschema@.scope_create(text, regrole, regtype[], oid[])
 -- settings; keys that several spellings made into several 1.0 keys merge
 -- into one, with the highest fence.  A key that does not parse stops the
 -- update with the list of such keys: nothing is converted by guesswork.
+--
+-- Writers keep writing meanwhile, through the 1.0 text keys; the locks
+-- hold them (and any protect() of a 1.0 library) at the door until the
+-- update commits, so that no fence is read here and advanced there: they
+-- then write through the typed storage, or fail once and retry.
+LOCK TABLE @extschema@.protected, @extschema@.scopes IN EXCLUSIVE MODE;
 DO $convert$
 DECLARE
     sc record;
@@ -81,6 +88,7 @@ DECLARE
     colls oid[];
     t_types regtype[];
     t_colls oid[];
+    names name[];
     scope_owner oid;
     ext_owner oid := (SELECT c.relowner FROM pg_catalog.pg_class c
                        WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.protected'::pg_catalog.regclass);
@@ -104,6 +112,7 @@ BEGIN
               ORDER BY 1
     LOOP
         types := NULL;
+        names := NULL;
         scope_owner := NULL;
         FOR t IN SELECT p.relid, p.key_columns, c.relowner
                    FROM @extschema@.protected p
@@ -132,6 +141,7 @@ BEGIN
             IF types IS NULL THEN
                 types := t_types;
                 colls := t_colls;
+                names := t.key_columns;
                 scope_owner := t.relowner;
             ELSIF types OPERATOR(pg_catalog.<>) t_types OR colls OPERATOR(pg_catalog.<>) t_colls THEN
                 RAISE EXCEPTION 'cannot convert fencing scope "%" to typed storage', sc.scope_name
@@ -169,7 +179,7 @@ BEGIN
         END IF;
 
         storage := @extschema@.scope_create(sc.scope_name, scope_owner::pg_catalog.regrole,
-                                            types, colls);
+                                            types, colls, names);
 
         IF pg_catalog.cardinality(types) OPERATOR(pg_catalog.=) 0 THEN
             cols := 'true';

@@ -160,6 +160,7 @@ extern void ScopeStorageInvalidateAll(void);
 
 /* scopes_1_0.c: key scopes of a database whose extension is still at 1.0 */
 extern char *LegacyScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc);
+extern bool LegacyScopesStillHere(void);
 extern bool LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 									   const Fence *token, bool strict,
 									   Fence *lost_to);

@@ -303,6 +303,10 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 	TupleDesc	desc = RelationGetDescr(rel);
 	Fence		lost_to;
 
+	/* the update from 1.0 committed while we waited: typed storage now */
+	if (cfg->legacy_scopes && !LegacyScopesStillHere())
+		cfg = GetGuardConfig(rel);
+
 	if (cfg->legacy_scopes)
 	{
 		/* extension objects at 1.0: text keys (scopes_1_0.c) */
@@ -395,6 +399,8 @@ FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
 	if (!have_token)
 		return;
 
+	if (cfg->legacy_scopes && !LegacyScopesStillHere())
+		cfg = GetGuardConfig(rel);
 	if (cfg->legacy_scopes)
 	{
 		Fence		lost_to;

@@ -33,13 +33,16 @@
 #include "access/htup_details.h"
 #include "access/nbtree.h"
 #include "access/table.h"
+#include "catalog/dependency.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_opclass.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
@@ -397,12 +400,24 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 
 	FencingBecomeOwner(&saved);
 
-	rc = SPI_execute("SELECT pg_catalog.nextval('fencing.scope_storage_seq'::pg_catalog.regclass)",
-					 false, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not draw a scope storage number");
-	name = psprintf("scope_%s", SPI_getvalue(SPI_tuptable->vals[0],
-											 SPI_tuptable->tupdesc, 1));
+	/*
+	 * A free name: tables of an earlier installation may be left in schema
+	 * fencing (DROP EXTENSION of an extension whose schema existed before
+	 * it), and the sequence starts again with a new installation.
+	 */
+	for (;;)
+	{
+		rc = SPI_execute("SELECT pg_catalog.nextval('fencing.scope_storage_seq'::pg_catalog.regclass)",
+						 false, 1);
+		if (rc != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "could not draw a scope storage number");
+		name = psprintf("scope_%s", SPI_getvalue(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1));
+		if (!OidIsValid(get_relname_relid(name, FencingSchemaOid())) &&
+			!OidIsValid(get_relname_relid(psprintf("%s_key", name),
+										  FencingSchemaOid())))
+			break;
+	}
 	qname = quote_qualified_identifier("fencing", name);
 
 	initStringInfo(&sql);
@@ -451,6 +466,22 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 	RunUtility(psprintf("GRANT SELECT ON %s TO PUBLIC", qname));
 
 	storage = get_relname_relid(name, FencingSchemaOid());
+
+	/*
+	 * Created while an extension script runs (the update from 1.0 converting
+	 * scopes, or another extension's script calling protect()), the table
+	 * became a member of that extension: it is not one, pg_dump must dump
+	 * it with its rows, as any scope's storage.
+	 */
+	if (creating_extension)
+	{
+		(void) deleteDependencyRecordsForClass(RelationRelationId, storage,
+											   ExtensionRelationId,
+											   DEPENDENCY_EXTENSION);
+		/* and its privileges are no extension's initial privileges */
+		removeExtObjInitPriv(storage, RelationRelationId);
+	}
+
 	values[0] = CStringGetTextDatum(scope_name);
 	values[1] = ObjectIdGetDatum(owner);
 	values[2] = ObjectIdGetDatum(storage);
@@ -687,8 +718,9 @@ ScopeStorageInvalidateAll(void)
 }
 
 /*
- * fencing.scope_create(scope_name, owner, key_types, key_collations):
- * create and register the storage of a new scope.  Internal: the update
+ * fencing.scope_create(scope_name, owner, key_types, key_collations,
+ * key_names): create and register the storage of a new scope (key_names,
+ * which may be NULL, go into the columns' comments).  Internal: the update
  * from 1.0 calls it to convert the scopes of fencing.scopes; protect()
  * does the same through ScopeStorageFor().
  */
@@ -713,7 +745,8 @@ fencing_scope_create(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("the arguments of fencing.scope_create() must not be null")));
+				 errmsg("the arguments of fencing.scope_create() must not be null"),
+				 errdetail("Only key_names may be null.")));
 	scope_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	owner = PG_GETARG_OID(1);
 	types_arr = PG_GETARG_ARRAYTYPE_P(2);
@@ -732,11 +765,27 @@ fencing_scope_create(PG_FUNCTION_ARGS)
 	type_oids = palloc(sizeof(Oid) * Max(ntypes, 1));
 	coll_oids = palloc(sizeof(Oid) * Max(ntypes, 1));
 	names = palloc(sizeof(char *) * Max(ntypes, 1));
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
+	{
+		Datum	   *keynames;
+		int			nnames;
+
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(4), NAMEOID, NAMEDATALEN, false,
+						  TYPALIGN_CHAR, &keynames, NULL, &nnames);
+		if (nnames != ntypes)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("key_names must name as many columns as key_types")));
+		for (i = 0; i < ntypes; i++)
+			names[i] = pstrdup(NameStr(*DatumGetName(keynames[i])));
+	}
+	else
+		for (i = 0; i < ntypes; i++)
+			names[i] = psprintf("key_%d", i + 1);
 	for (i = 0; i < ntypes; i++)
 	{
 		type_oids[i] = getBaseType(DatumGetObjectId(types[i]));
 		coll_oids[i] = DatumGetObjectId(colls[i]);
-		names[i] = psprintf("key_%d", i + 1);
 		if (!OidIsValid(GetDefaultOpClass(type_oids[i], BTREE_AM_OID)))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

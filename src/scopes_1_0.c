@@ -22,9 +22,11 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "storage/lmgr.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
 
 #include "fencing.h"
 
@@ -146,4 +148,28 @@ LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 	SPI_finish();
 	FencingRestoreUser(&saved);
 	return accepted;
+}
+
+/*
+ * Lock 1.0's fencing.scopes for writing, as the upsert does, and say
+ * whether it is still there.  The update from 1.0 holds it locked while it
+ * converts its keys, and drops it when it commits: a writer that waited
+ * for it then finds the typed storage instead (false), and must read its
+ * guard settings again, which the update's invalidation has made stale.
+ */
+bool
+LegacyScopesStillHere(void)
+{
+	Oid			relid = get_relname_relid("scopes", FencingSchemaOid());
+
+	if (!OidIsValid(relid) || ScopeStorageLayout())
+		return false;
+	/* waits for the update, then takes in what it committed */
+	LockRelationOid(relid, RowExclusiveLock);
+	if (ScopeStorageLayout())
+	{
+		UnlockRelationOid(relid, RowExclusiveLock);
+		return false;
+	}
+	return true;
 }
