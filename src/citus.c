@@ -147,8 +147,10 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
@@ -159,6 +161,7 @@
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/lmgr.h"
@@ -168,6 +171,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "fencing.h"
 
@@ -194,6 +198,9 @@ typedef struct CitusTable
 	char	   *distcol;		/* distribution column, or NULL */
 } CitusTable;
 
+static void RunSql(const char *sql);
+static Oid	RelOwner(Oid relid);
+
 /* True while SyncShardTruncateGuard runs its own trigger DDL. */
 static bool in_truncate_sync = false;
 
@@ -203,7 +210,28 @@ static struct
 	Oid			relid;
 	char		fence_column[NAMEDATALEN];
 	bool		strict;
+	/* key scope: its key columns, scope, and where the fences live */
+	int			nkeys;			/* 0: row scope */
+	char		keys[INDEX_MAX_KEYS][NAMEDATALEN];
+	int			dist_key;		/* the distribution column is key_<dist_key> */
+	int			colocationid;	/* of the table */
+	char		scope_name[FENCING_SCOPE_NAME_MAXLEN + 1];
+	char		storage[NAMEDATALEN];	/* fencing.<storage>, set by
+										 * FencingCitusPrepareStorage */
+	bool		as_owner;		/* the trigger DDL runs as the extension owner */
+	FencingSavedUser saved;		/* and then this was the user */
 } pending = {InvalidOid};
+
+/* What the arguments of a shard's guard trigger say. */
+typedef struct CitusGuardArgs
+{
+	char	   *fence_column;
+	bool		strict;
+	int			nkeys;			/* 0: row scope */
+	char	   *keys[INDEX_MAX_KEYS];
+	char	   *scope_name;		/* key scope: the scope */
+	char	   *storage;		/* and its storage table in schema fencing */
+} CitusGuardArgs;
 
 /* Is Citus installed in this database? */
 static bool
@@ -267,7 +295,7 @@ GetCitusTable(Oid relid)
 							   "ELSE pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END "
 							   "FROM pg_catalog.pg_dist_partition p "
 							   "WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
-							   1, argtypes, values, NULL, true, 1);
+							   1, argtypes, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read pg_dist_partition: %s", SPI_result_code_string(rc));
 	if (SPI_processed > 0)
@@ -312,13 +340,31 @@ IsCitusTable(Oid relid)
  * of a partition); else InvalidOid.  Citus names a shard <table>_<shardid>
  * and lists it in pg_dist_shard, synced to every node.
  */
+/*
+ * The shard id in the name of relation relid (Citus names a shard
+ * <table>_<shardid>), or 0.  pg_dist_shard must confirm it.
+ */
+static int64
+ShardIdInName(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+	char	   *us;
+	char	   *end;
+	int64		shardid;
+
+	if (relname == NULL || (us = strrchr(relname, '_')) == NULL || us[1] == '\0')
+		return 0;
+	errno = 0;
+	shardid = strtoi64(us + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || shardid <= 0)
+		return 0;
+	return shardid;
+}
+
 static Oid
 CitusShardOf(Oid relid)
 {
 	Oid			top = relid;
-	char	   *relname;
-	char	   *us;
-	char	   *end;
 	int64		shardid;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1];
@@ -329,12 +375,8 @@ CitusShardOf(Oid relid)
 		return InvalidOid;
 	if (get_rel_relispartition(relid))
 		top = llast_oid(get_partition_ancestors(relid));
-	relname = get_rel_name(top);
-	if (relname == NULL || (us = strrchr(relname, '_')) == NULL || us[1] == '\0')
-		return InvalidOid;
-	errno = 0;
-	shardid = strtoi64(us + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || shardid <= 0)
+	shardid = ShardIdInName(top);
+	if (shardid == 0)
 		return InvalidOid;
 
 	values[0] = Int64GetDatum(shardid);
@@ -426,28 +468,42 @@ TriggerByName(Relation rel, const char *name)
 /*
  * Parse the settings carried by a guard trigger's arguments; false on
  * anything not understood (a newer format: the guard fails closed).
+ * Row scope: 'fence_column=<c>', 'strict=on|off'.  Key scope adds
+ * 'key=<column>' per key column in order, 'scope=<scope_name>' and
+ * 'storage=<table of schema fencing>'.  The strings point into t.
  */
 static bool
-ParseGuardArgs(Trigger *t, char **fence_column, bool *strict)
+ParseGuardArgs(Trigger *t, CitusGuardArgs *a)
 {
 	int			i;
 
-	*fence_column = NULL;
-	*strict = true;
+	memset(a, 0, sizeof(CitusGuardArgs));
+	a->strict = true;
 	for (i = 1; i < t->tgnargs; i++)
 	{
-		const char *arg = t->tgargs[i];
+		char	   *arg = t->tgargs[i];
 
 		if (strncmp(arg, "fence_column=", 13) == 0 && arg[13] != '\0')
-			*fence_column = (char *) arg + 13;
+			a->fence_column = arg + 13;
 		else if (strcmp(arg, "strict=on") == 0)
-			*strict = true;
+			a->strict = true;
 		else if (strcmp(arg, "strict=off") == 0)
-			*strict = false;
+			a->strict = false;
+		else if (strncmp(arg, "key=", 4) == 0 && arg[4] != '\0' &&
+				 a->nkeys < INDEX_MAX_KEYS)
+			a->keys[a->nkeys++] = arg + 4;
+		else if (strncmp(arg, "scope=", 6) == 0 && arg[6] != '\0')
+			a->scope_name = arg + 6;
+		else if (strncmp(arg, "storage=", 8) == 0 && arg[8] != '\0')
+			a->storage = arg + 8;
 		else
 			return false;
 	}
-	return *fence_column != NULL;
+	if (a->fence_column == NULL)
+		return false;
+	/* key scope names its scope and storage; row scope neither */
+	return (a->nkeys > 0) == (a->scope_name != NULL) &&
+		(a->nkeys > 0) == (a->storage != NULL);
 }
 
 /* The shard-ness of rel, once per DDL command: its Citus table, or invalid. */
@@ -522,6 +578,92 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 	}
 }
 
+/*
+ * The storage table of scope_name on this node (the registry, readable by
+ * everyone), or InvalidOid when the scope does not exist yet.
+ */
+static Oid
+RegisteredStorage(const char *scope_name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	Oid			storage = InvalidOid;
+	int			rc;
+
+	if (!OidIsValid(get_relname_relid("scope_storage", FencingSchemaOid())))
+		return InvalidOid;		/* objects at 1.0 */
+	values[0] = CStringGetTextDatum(scope_name);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT storage::pg_catalog.oid FROM fencing.scope_storage "
+							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.scope_storage: %s", SPI_result_code_string(rc));
+	if (SPI_processed > 0)
+	{
+		bool		isnull;
+
+		storage = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+	return storage;
+}
+
+/*
+ * A key scope's storage, when it exists, must be distributed co-located
+ * with rel (a hash-distributed table whose distribution column is key
+ * column dist_key of its key columns), by its key_<dist_key>; a table that
+ * is not distributed (ct->kind CITUS_NONE) can share only a storage that
+ * is not distributed either.  0A000 otherwise, naming what works.
+ */
+static void
+CheckStorageColocation(Relation rel, CitusTable *ct, int dist_key,
+					   const char *scope_name, Oid storage)
+{
+	CitusTable	st = GetCitusTable(storage);
+	char	   *want;
+
+	if (st.kind == CITUS_NONE && ct->kind == CITUS_NONE)
+		return;
+	if (ct->kind == CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot hold on table \"%s\"",
+						scope_name, RelationGetRelationName(rel)),
+				 errdetail("The scope keeps its fences on the shards of distributed tables, and table \"%s\" is not distributed.",
+						   RelationGetRelationName(rel)),
+				 errhint("Choose another scope_name, or distribute the table co-located with the scope's tables first.")));
+	if (st.kind == CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot hold on distributed table \"%s\"",
+						scope_name, RelationGetRelationName(rel)),
+				 errdetail("The scope keeps its fences in one table on the coordinator, and the guard runs on the node of each shard."),
+				 errhint("Choose another scope_name: a new scope of a distributed table keeps its fences co-located with its shards.")));
+	if (st.kind != CITUS_HASH || st.colocationid != ct->colocationid)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot hold on distributed table \"%s\"",
+						scope_name, RelationGetRelationName(rel)),
+				 errdetail("The scope keeps its fences co-located with the tables already in it, and table \"%s\" is not co-located with them: a key's fence would not live on the node of the key's rows.",
+						   RelationGetRelationName(rel)),
+				 errhint("Choose another scope_name, or distribute the table co-located with the scope's tables (create_distributed_table(..., colocate_with => '%s') or update_distributed_table_colocation()).",
+						 QualifiedName(storage))));
+	want = psprintf("key_%d", dist_key);
+	if (st.distcol == NULL || strcmp(st.distcol, want) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot hold on distributed table \"%s\"",
+						scope_name, RelationGetRelationName(rel)),
+				 errdetail("The scope's fences are distributed by its key column %s, and the distribution column \"%s\" of table \"%s\" is key column %d.",
+						   st.distcol ? st.distcol + 4 : "?", ct->distcol,
+						   RelationGetRelationName(rel), dist_key),
+				 errhint("List the key columns so that the distribution column \"%s\" comes at position %s, as in the tables already in the scope, or choose another scope_name.",
+						 ct->distcol, st.distcol ? st.distcol + 4 : "?")));
+}
+
 void
 FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 						 Datum *keynames, bool strict, const char *scope_name,
@@ -530,11 +672,14 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 	Oid			relid = RelationGetRelid(rel);
 	CitusTable	ct;
 	Oid			shell;
+	Oid			storage = InvalidOid;
 	const char *what;
 	int			i;
-	bool		has_distcol = false;
+	int			dist_key = 0;
 
+	/* a protect() that failed left it; its user was restored by the abort */
 	pending.relid = InvalidOid;
+	pending.as_owner = false;
 	if (!CitusPresent())
 		return;
 
@@ -549,9 +694,17 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 
 	ct = GetCitusTable(relid);
 	if (nkeys > 0)
+	{
 		CheckScopeColocation(rel, &ct, scope_name);
+		storage = RegisteredStorage(scope_name);
+	}
 	if (ct.kind == CITUS_NONE)
+	{
+		/* a table that Citus does not know cannot join a distributed scope */
+		if (OidIsValid(storage))
+			CheckStorageColocation(rel, &ct, 0, scope_name, storage);
 		return;
+	}
 
 	what = ct.kind == CITUS_REFERENCE ? "reference table" : "distributed table";
 
@@ -582,6 +735,9 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 				 errhint("Use row scope (key_columns => NULL).")));
 	if (nkeys > 0)
 	{
+		AttrNumber	distattnum;
+		Oid			disttype;
+
 		if (ct.kind == CITUS_REFERENCE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -589,38 +745,191 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 							RelationGetRelationName(rel)),
 					 errdetail("A reference table is written on every node; a key's fence cannot live with all of its copies."),
 					 errhint("Use row scope (key_columns => NULL).")));
-		if (ct.kind == CITUS_HASH)
-		{
-			for (i = 0; i < nkeys; i++)
-				if (ct.distcol != NULL &&
-					strcmp(NameStr(*DatumGetName(keynames[i])), ct.distcol) == 0)
-					has_distcol = true;
-			if (!has_distcol)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("key scope without the distribution column cannot hold on distributed table \"%s\"",
-								RelationGetRelationName(rel)),
-						 errdetail("The rows of one key would live on several shards, each with a fence of its own."),
-						 errhint("Add the distribution column \"%s\" to key_columns, or use row scope (key_columns => NULL).",
-								 ct.distcol ? ct.distcol : "?")));
-		}
+		if (ct.kind != CITUS_HASH || ct.distcol == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key scope cannot hold on %s \"%s\"", what,
+							RelationGetRelationName(rel)),
+					 errdetail("Key scope needs a hash-distributed table: each key's fence lives in the shard co-located with the key's rows."),
+					 errhint("Use row scope (key_columns => NULL), or distribute the table by hash on a column (create_distributed_table(..., '<column>')).")));
+		for (i = 0; i < nkeys; i++)
+			if (strcmp(NameStr(*DatumGetName(keynames[i])), ct.distcol) == 0)
+				dist_key = i + 1;
+		if (dist_key == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key scope without the distribution column cannot hold on distributed table \"%s\"",
+							RelationGetRelationName(rel)),
+					 errdetail("The rows of one key would live on several shards, each with a fence of its own."),
+					 errhint("Add the distribution column \"%s\" to key_columns, or use row scope (key_columns => NULL).",
+							 ct.distcol)));
 
 		/*
-		 * Key scope with the distribution column: designed (see the head of
-		 * this file), built with the typed scope storage.
+		 * The storage's key column is of the base type of the table's
+		 * column; Citus co-locates only distribution columns of one type.
 		 */
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("key scope is not available yet on %s \"%s\"", what,
-						RelationGetRelationName(rel)),
-				 errdetail("Its fences must live in storage co-located with the table's shards, which this version does not create."),
-				 errhint("Use row scope (key_columns => NULL).")));
+		distattnum = get_attnum(relid, ct.distcol);
+		disttype = get_atttype(relid, distattnum);
+		if (getBaseType(disttype) != disttype)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key scope cannot hold on distributed table \"%s\"",
+							RelationGetRelationName(rel)),
+					 errdetail("Its distribution column \"%s\" is of domain type %s; the fences are keyed by the base type, which Citus cannot co-locate with it.",
+							   ct.distcol, format_type_be(disttype)),
+					 errhint("Use row scope (key_columns => NULL), or distribute the table by a column of a base type.")));
+		if (OidIsValid(storage))
+			CheckStorageColocation(rel, &ct, dist_key, scope_name, storage);
 	}
 
-	/* row scope: the guard trigger will carry these settings */
+	/* the guard trigger will carry these settings */
 	pending.relid = relid;
 	strlcpy(pending.fence_column, fence_column, NAMEDATALEN);
 	pending.strict = strict;
+	pending.nkeys = Max(nkeys, 0);
+	for (i = 0; i < nkeys; i++)
+		strlcpy(pending.keys[i], NameStr(*DatumGetName(keynames[i])), NAMEDATALEN);
+	pending.dist_key = dist_key;
+	pending.colocationid = ct.colocationid;
+	strlcpy(pending.scope_name, scope_name, sizeof(pending.scope_name));
+	pending.storage[0] = '\0';
+}
+
+/* Was relation relid created by the current transaction? */
+static bool
+CreatedInThisTransaction(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		result;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	result = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data));
+	ReleaseSysCache(tup);
+	return result;
+}
+
+/*
+ * protect() of a distributed table in key scope, once ScopeStorageFor()
+ * has found or created the scope's storage (under the lock on the scope's
+ * name): a storage this transaction created is distributed co-located
+ * with the table, by the key column of the table's distribution column;
+ * an existing one must be so already.  Then the guard's arguments name
+ * it.  Nothing to do for any other table.
+ */
+void
+FencingCitusPrepareStorage(Relation rel, Oid storage)
+{
+	CitusTable	ct;
+	CitusTable	st;
+
+	if (pending.relid != RelationGetRelid(rel) || pending.nkeys == 0)
+		return;
+	ct = GetCitusTable(RelationGetRelid(rel));
+	st = GetCitusTable(storage);
+	if (st.kind == CITUS_NONE && CreatedInThisTransaction(storage))
+	{
+		Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+		Datum		values[3];
+		FencingSavedUser saved;
+		int			rc;
+
+		values[0] = CStringGetTextDatum(QualifiedName(storage));
+		values[1] = CStringGetTextDatum(psprintf("key_%d", pending.dist_key));
+		values[2] = CStringGetTextDatum(QualifiedName(RelationGetRelid(rel)));
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		FencingBecomeOwner(&saved);
+		/* the storage's key columns may be NULL: no index can identify a row */
+		RunSql(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", QualifiedName(storage)));
+		rc = SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2, "
+								   "colocate_with => $3)",
+								   3, argtypes, values, NULL, false, 0);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "could not distribute the fence storage of scope \"%s\": %s",
+				 pending.scope_name, SPI_result_code_string(rc));
+		FencingRestoreUser(&saved);
+		SPI_finish();
+	}
+	CheckStorageColocation(rel, &ct, pending.dist_key, pending.scope_name, storage);
+	strlcpy(pending.storage, get_rel_name(storage), NAMEDATALEN);
+}
+
+/*
+ * SeedScopesFrom() of a scope whose storage is distributed: advance each
+ * key's fence to the highest among source_relid's rows with one INSERT ...
+ * SELECT, which Citus runs on each pair of co-located shards.  Runs as the
+ * extension's owner, who owns the storage (and, Citus being installed by
+ * a superuser, is one).  False when the storage is not distributed: the
+ * caller seeds it as on one server.
+ */
+bool
+FencingCitusSeedScope(const char *scope_name, const char *fence_column,
+					  int nkeys, Datum *keynames, Oid source_relid)
+{
+	Oid			storage;
+	StringInfoData sql;
+	FencingSavedUser saved;
+	int			rc;
+	int			i;
+
+	if (!CitusPresent() || nkeys == 0)
+		return false;
+	storage = RegisteredStorage(scope_name);
+	if (!OidIsValid(storage) || GetCitusTable(storage).kind == CITUS_NONE)
+		return false;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s AS s (", QualifiedName(storage));
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "key_%d, ", i + 1);
+	appendStringInfoString(&sql, "fence) SELECT ");
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(NameStr(*DatumGetName(keynames[i]))));
+	appendStringInfo(&sql, "fencing.max(%s) FROM %s WHERE %s IS NOT NULL GROUP BY ",
+					 quote_identifier(fence_column), QualifiedName(source_relid),
+					 quote_identifier(fence_column));
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "%s%d", i > 0 ? ", " : "", i + 1);
+	appendStringInfoString(&sql, " ON CONFLICT (");
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "%skey_%d", i > 0 ? ", " : "", i + 1);
+	appendStringInfoString(&sql, ") DO UPDATE SET fence = EXCLUDED.fence "
+						   "WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence");
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	FencingBecomeOwner(&saved);
+	rc = SPI_execute(sql.data, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "could not seed fencing scope \"%s\": %s", scope_name,
+			 SPI_result_code_string(rc));
+	FencingRestoreUser(&saved);
+	SPI_finish();
+	return true;
+}
+
+/*
+ * The guard on a table that is not a shard (the coordinator's own tables)
+ * must not write a storage that Citus distributes: its rows live on the
+ * shards, and what the guard wrote into the coordinator's empty shell
+ * would fence nothing.  Such a table (one undistributed after protect(),
+ * say) fails closed with SF005.
+ */
+void
+FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
+{
+	if (scope == NULL || !CitusPresent() || !IsCitusTable(scope->relid))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("the fence storage of scope \"%s\" is distributed and table \"%s\" is not",
+					scope->scope_name, RelationGetRelationName(rel)),
+			 errdetail("The scope's fences live on the shards of its distributed tables; table \"%s\" was protected as one of them.",
+					   RelationGetRelationName(rel)),
+			 errhint("Distribute the table again co-located with the scope, or call fencing.unprotect('%s') and protect it in another scope.",
+					 QualifiedName(RelationGetRelid(rel))),
+			 errtable(rel)));
 }
 
 /*
@@ -631,11 +940,28 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 const char *
 FencingCitusGuardArgs(Oid relid)
 {
+	StringInfoData args;
+	int			i;
+
 	if (!OidIsValid(relid) || pending.relid != relid)
 		return "";
-	return psprintf("'" CITUS_ARGS_TAG "', %s, '%s'",
-					quote_literal_cstr(psprintf("fence_column=%s", pending.fence_column)),
-					pending.strict ? "strict=on" : "strict=off");
+	initStringInfo(&args);
+	appendStringInfo(&args, "'" CITUS_ARGS_TAG "', %s, '%s'",
+					 quote_literal_cstr(psprintf("fence_column=%s", pending.fence_column)),
+					 pending.strict ? "strict=on" : "strict=off");
+	if (pending.nkeys > 0)
+	{
+		if (pending.storage[0] == '\0')
+			elog(ERROR, "the fence storage of scope \"%s\" is not prepared",
+				 pending.scope_name);
+		for (i = 0; i < pending.nkeys; i++)
+			appendStringInfo(&args, ", %s",
+							 quote_literal_cstr(psprintf("key=%s", pending.keys[i])));
+		appendStringInfo(&args, ", %s, %s",
+						 quote_literal_cstr(psprintf("scope=%s", pending.scope_name)),
+						 quote_literal_cstr(psprintf("storage=%s", pending.storage)));
+	}
+	return args.data;
 }
 
 /*
@@ -655,53 +981,178 @@ FencingCitusBeginTriggerDdl(Oid relid)
 	(void) set_config_option("citus.enable_unsafe_triggers", "on",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
+
+	/*
+	 * Key scope: Citus lets one transaction reach a group of co-located
+	 * shards as one user only, and the storage (the extension owner's) was
+	 * just distributed into the table's group and is seeded after: the
+	 * trigger DDL of protect() runs as the extension's owner too, the
+	 * caller's ownership of the table being checked already.
+	 */
+	if (pending.relid == relid && pending.nkeys > 0 && pending.storage[0] != '\0' &&
+		!pending.as_owner)
+	{
+		FencingBecomeOwner(&pending.saved);
+		pending.as_owner = true;
+	}
 	return level;
 }
 
-/* After the trigger DDL: the setting as it was. */
+/* After the trigger DDL: the setting and the user as they were. */
 void
 FencingCitusEndTriggerDdl(int level)
 {
+	if (pending.as_owner)
+	{
+		FencingRestoreUser(&pending.saved);
+		pending.as_owner = false;
+		pending.storage[0] = '\0';
+	}
 	if (level >= 0)
 		AtEOXact_GUC(true, level);
+}
+
+/*
+ * The shard of the scope storage storage_shell (a distributed table of
+ * schema fencing) that is co-located with shard rel on this node: the one
+ * with rel's hash range (co-located shards have the same ranges; a split
+ * splits the whole co-location group).  InvalidOid when this node holds no
+ * such shard of the extension's owner.
+ */
+static Oid
+ColocatedStorageShard(Relation rel, Oid storage_shell)
+{
+	int64		shardid = ShardIdInName(RelationGetRelid(rel));
+	Oid			argtypes[2] = {INT8OID, OIDOID};
+	Datum		values[2];
+	Oid			shard = InvalidOid;
+	int			rc;
+
+	if (shardid == 0 || !OidIsValid(storage_shell))
+		return InvalidOid;
+	values[0] = Int64GetDatum(shardid);
+	values[1] = ObjectIdGetDatum(storage_shell);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))::pg_catalog.oid "
+							   "FROM pg_catalog.pg_dist_shard me, pg_catalog.pg_dist_shard s "
+							   "WHERE me.shardid OPERATOR(pg_catalog.=) $1 "
+							   "AND s.logicalrelid OPERATOR(pg_catalog.=) $2::pg_catalog.regclass "
+							   "AND s.shardminvalue OPERATOR(pg_catalog.=) me.shardminvalue "
+							   "AND s.shardmaxvalue OPERATOR(pg_catalog.=) me.shardmaxvalue",
+							   2, argtypes, values, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_dist_shard: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			shard = DatumGetObjectId(d);
+	}
+	SPI_finish();
+
+	/* a table of the extension's owner in schema fencing, nothing else */
+	if (OidIsValid(shard) &&
+		(get_rel_namespace(shard) != FencingSchemaOid() ||
+		 get_rel_relkind(shard) != RELKIND_RELATION ||
+		 RelOwner(shard) != FencingOwnerOid()))
+		shard = InvalidOid;
+	return shard;
+}
+
+/* Raise SF005: shard rel's key scope cannot be checked here. */
+static void
+ReportShardScopeBroken(Relation rel, Oid shell, const char *scope_name,
+					   const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("the fencing guard of shard \"%s\" cannot find the fences of scope \"%s\"",
+					RelationGetRelationName(rel), scope_name),
+			 errdetail_internal("%s", detail),
+			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard.",
+					 QualifiedName(shell)),
+			 errtable(rel)));
 }
 
 /*
  * The guard settings of a shard, from the arguments of its guard trigger,
  * into cfg (allocated in cxt).  Leaves cfg unprotected when rel is not a
  * shard of a Citus table or its trigger carries no settings we can read:
- * the guard then fails closed.
+ * the guard then fails closed.  In key scope, the scope's fences are in
+ * the co-located shard of its storage on this node, which must be there
+ * (SF005 otherwise).
  */
 void
 FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 {
 	Trigger    *t;
 	Oid			shell;
-	char	   *fence_column;
-	bool		strict;
+	CitusGuardArgs args;
 	AttrNumber	attnum;
+	AttrNumber	key_attnums[INDEX_MAX_KEYS];
+	ScopeStorage *scope = NULL;
 	MemoryContext old;
+	int			i;
 
 	t = CitusGuardTrigger(rel);
-	if (t == NULL || !ParseGuardArgs(t, &fence_column, &strict))
+	if (t == NULL || !ParseGuardArgs(t, &args))
 		return;
 	shell = CitusShardOf(RelationGetRelid(rel));
 	if (!OidIsValid(shell))
 		return;
-	attnum = get_attnum(RelationGetRelid(rel), fence_column);
+	attnum = get_attnum(RelationGetRelid(rel), args.fence_column);
 	if (attnum <= 0 || get_atttype(RelationGetRelid(rel), attnum) != FencingTypeOid())
 		return;
+
+	if (args.nkeys > 0)
+	{
+		Oid			storage_shell = get_relname_relid(args.storage, FencingSchemaOid());
+		Oid			storage_shard;
+
+		for (i = 0; i < args.nkeys; i++)
+		{
+			key_attnums[i] = get_attnum(RelationGetRelid(rel), args.keys[i]);
+			if (key_attnums[i] <= 0)
+				ReportShardScopeBroken(rel, shell, args.scope_name,
+									   psprintf("Its key column \"%s\" is missing.", args.keys[i]));
+		}
+		storage_shard = ColocatedStorageShard(rel, storage_shell);
+		if (!OidIsValid(storage_shard))
+			ReportShardScopeBroken(rel, shell, args.scope_name,
+								   psprintf("This node holds no shard of \"fencing.%s\" co-located with it.",
+											args.storage));
+		scope = ScopeStorageOpenRelation(storage_shard, args.scope_name, false, cxt);
+		if (scope == NULL)
+			ReportShardScopeBroken(rel, shell, args.scope_name,
+								   psprintf("The shard of \"fencing.%s\" co-located with it cannot be opened.",
+											args.storage));
+	}
 
 	old = MemoryContextSwitchTo(cxt);
 	cfg->protected = true;
 	cfg->protected_relid = shell;
 	cfg->fence_attnum = attnum;
-	cfg->nkeys = -1;
-	cfg->key_attnums = NULL;
 	cfg->key_out = NULL;
-	cfg->strict = strict;
-	cfg->scope_name = QualifiedName(shell);
+	cfg->strict = args.strict;
 	cfg->lease = NULL;
+	if (args.nkeys > 0)
+	{
+		cfg->nkeys = args.nkeys;
+		cfg->key_attnums = palloc(sizeof(AttrNumber) * args.nkeys);
+		memcpy(cfg->key_attnums, key_attnums, sizeof(AttrNumber) * args.nkeys);
+		cfg->scope_name = pstrdup(args.scope_name);
+		cfg->scope = scope;
+		cfg->scope_moves_with_rel = true;
+	}
+	else
+	{
+		cfg->nkeys = -1;
+		cfg->key_attnums = NULL;
+		cfg->scope_name = QualifiedName(shell);
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -738,14 +1189,22 @@ static void
 CheckShardColumn(Relation rel, Oid shell, Trigger *guard, const char *colname,
 				 const char *verb)
 {
-	char	   *fence_column;
-	bool		strict;
+	CitusGuardArgs args;
+	int			i;
+	bool		parsed;
 
 	if (colname == NULL)
 		return;
 	/* settings we cannot read: every column might be the fence */
-	if (ParseGuardArgs(guard, &fence_column, &strict) &&
-		strcmp(colname, fence_column) != 0)
+	parsed = ParseGuardArgs(guard, &args);
+	for (i = 0; parsed && i < args.nkeys; i++)
+		if (strcmp(colname, args.keys[i]) == 0)
+			ReportShardGuardAltered(rel, shell,
+									psprintf("cannot %s column \"%s\"", verb, colname),
+									psprintf("column \"%s\" is a key column of fence scope \"%s\".",
+											 colname, args.scope_name),
+									get_attnum(RelationGetRelid(rel), colname));
+	if (parsed && strcmp(colname, args.fence_column) != 0)
 		return;
 	ReportShardGuardAltered(rel, shell,
 							psprintf("cannot %s column \"%s\"", verb, colname),

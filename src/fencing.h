@@ -127,6 +127,9 @@ typedef struct GuardConfig
 	FmgrInfo   *key_out;		/* 1.0: output functions of the key columns */
 	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
+	bool		scope_moves_with_rel;	/* citus: the scope's storage shard is
+										 * moved with this shard, by a logical
+										 * replication of its own */
 } GuardConfig;
 
 extern GuardConfig *GetGuardConfig(Relation rel);
@@ -148,6 +151,8 @@ extern void ScopesInit(void);
 #define FENCING_SCOPE_NAME_MAXLEN	255 /* bytes */
 extern bool ScopeStorageLayout(void);
 extern ScopeStorage *ScopeStorageOpen(const char *scope_name, MemoryContext cxt);
+extern ScopeStorage *ScopeStorageOpenRelation(Oid storage, const char *scope_name,
+											  bool table_scope, MemoryContext cxt);
 extern Oid	ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 							const AttrNumber *key_attnums, const char *const *key_names);
 extern void CheckScopeName(const char *scope_name);
@@ -173,6 +178,10 @@ extern void FencingCitusEndTriggerDdl(int level);
 extern void FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg,
 										 MemoryContext cxt);
 extern void FencingCitusDdlGuardStart(Node *parsetree);
+extern void FencingCitusPrepareStorage(Relation rel, Oid storage);
+extern bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
+								  int nkeys, Datum *keynames, Oid source_relid);
+extern void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);
 
 /* stats.c: counters in shared memory, present only with the preload */
 typedef enum FencingTableCounter
