@@ -530,6 +530,7 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 	int			rc;
 	List	   *others = NIL;
 	ListCell   *lc;
+	MemoryContext outer = CurrentMemoryContext;
 
 	values[0] = CStringGetTextDatum(scope_name);
 	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
@@ -545,10 +546,13 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 	for (i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
+		Oid			other = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 1, &isnull));
+		/* in the caller's memory: SPI_finish frees SPI's */
+		MemoryContext spicxt = MemoryContextSwitchTo(outer);
 
-		others = lappend_oid(others,
-							 DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-															SPI_tuptable->tupdesc, 1, &isnull)));
+		others = lappend_oid(others, other);
+		MemoryContextSwitchTo(spicxt);
 	}
 	SPI_finish();
 
