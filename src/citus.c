@@ -1076,7 +1076,7 @@ ReportShardScopeBroken(Relation rel, Oid shell, const char *scope_name,
 			 errmsg("the fencing guard of shard \"%s\" cannot find the fences of scope \"%s\"",
 					RelationGetRelationName(rel), scope_name),
 			 errdetail_internal("%s", detail),
-			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard.",
+			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard; if the table is no longer co-located with the scope's storage, protect it with another scope_name.",
 					 QualifiedName(shell)),
 			 errtable(rel)));
 }

@@ -542,6 +542,26 @@ is "$(q coord "SELECT string_agg(relid::text, ',' ORDER BY relid::text) FROM fen
 # (swapped has no replica identity, which would stop the moves below)
 qa coord "DROP TABLE other_ledger, swapped, single" >/dev/null
 
+# key scope on a distributed partitioned table: the partitions' shards find
+# the storage shard of their hash range; a partition created later too
+qa coord "SET citus.shard_count = 4" \
+    "CREATE TABLE postings (acct bigint, day date, v int, fence fencing.fence, PRIMARY KEY (acct, day)) PARTITION BY RANGE (day)" \
+    "CREATE TABLE postings_jan PARTITION OF postings FOR VALUES FROM ('2024-01-01') TO ('2024-02-01')" \
+    "SELECT create_distributed_table('postings', 'acct', colocate_with => 'none')" \
+    "INSERT INTO postings VALUES (1, '2024-01-05', 0, '5:0'), (2, '2024-01-06', 0, '5:0')" >/dev/null
+out=$(qa coord "SELECT fencing.protect('postings', key_columns => '{acct}')" 2>&1)
+is "$out" "" "key scope on a distributed partitioned table"
+out=$(qaerr coord "INSERT INTO postings VALUES (1, '2024-01-07', 0, '4:0')")
+like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "postings_jan_[0-9]+"' "partitioned key scope: a stale insert into a partition's shard"
+like "$out" 'DETAIL:  The scope "public.postings" key \["1"\] has already accepted fence token 5:0' "... against the key's seeded fence"
+out=$(qa coord "SET citus.enable_unsafe_triggers = on" \
+    "CREATE TABLE postings_feb PARTITION OF postings FOR VALUES FROM ('2024-02-01') TO ('2024-03-01')" \
+    "INSERT INTO postings VALUES (1, '2024-02-07', 0, '6:0')" 2>&1)
+is "$out" "" "partitioned key scope: a partition created later, a fresh write into it"
+out=$(qaerr coord "INSERT INTO postings VALUES (1, '2024-01-08', 0, '5:9')")
+like "$out" 'DETAIL:  The scope "public.postings" key \["1"\] has already accepted fence token 6:0' "... fences the key in the other partition too"
+is "$(q coord "SELECT count(*) FROM postings")" "3" "partitioned key scope: 3 rows"
+
 # --- shards that move, split, or land on a new node
 old_node=$n7
 new_node=$([ "$old_node" = w1 ] && echo w2 || echo w1)
@@ -772,8 +792,8 @@ stale "$out" "... and still refuses stale writes"
 # --- unprotect() leaves nothing behind on any node
 out=$(q coord "SELECT fencing.unprotect('accounts')" "SELECT fencing.unprotect('rates')" "SELECT fencing.unprotect('events')" 2>&1)
 is "$out" "" "unprotect() of the distributed, the reference and the partitioned table"
-out=$(qa coord "SELECT fencing.unprotect('ledger')" "SELECT fencing.unprotect('ledger_lines')" 2>&1)
-is "$out" "" "unprotect() of the two tables of the key scope"
+out=$(qa coord "SELECT fencing.unprotect('ledger')" "SELECT fencing.unprotect('ledger_lines')" "SELECT fencing.unprotect('postings')" 2>&1)
+is "$out" "" "unprotect() of the two tables of the key scope, and of the partitioned one"
 # a scope outlives its tables (its fences stop a stale writer of a table
 # protected into it again), until the extension's owner resets it
 storage_shards() {
