@@ -65,82 +65,87 @@
  * ------------------------------------------------------------
  * Table scope (one fence for rows on many nodes); key scope without the
  * distribution column among the key columns (one key's rows on several
- * shards, each with its own fence); a scope_name shared by tables that are
- * not co-located; a lease (leases live on the coordinator, the guard runs
- * on the workers); protect() of a shard itself.  Key scope with the
- * distribution column is designed below and not built yet: refused too.
+ * shards, each with its own fence); key scope on reference, single-shard,
+ * range or append distributed tables, or by a distribution column of a
+ * domain type (Citus co-locates only columns of one type, and the storage
+ * is keyed by the base type); a scope_name shared by tables that are not
+ * co-located, or whose storage is not co-located with the table, or that
+ * lists the distribution column at another key position; a distributed
+ * scope shared with a plain table and the other way round; a lease (leases
+ * live on the coordinator, the guard runs on the workers); protect() of a
+ * shard itself.
  *
- * Key scope on Citus: the design (round 2, on the typed scope storage)
- * --------------------------------------------------------------------
- * 1. Storage, distributed co-located.  protect(tbl, key_columns => K)
- *    on a hash-distributed table whose distribution column d is the i-th
- *    of K creates the scope's storage as on one server (scope_storage.c:
- *    fencing.scope_<n> with columns key_1..key_k of K's types and
- *    collations, fence, the unique index scope_<n>_key NULLS NOT DISTINCT,
- *    the registry row in fencing.scope_storage), grants included, and
- *    then, still as the extension owner, distributes it co-located:
+ * Key scope on Citus
+ * ------------------
+ * 1. Storage, distributed co-located.  protect(tbl, key_columns => K) on a
+ *    hash-distributed table whose distribution column d is the i-th of K
+ *    finds or creates the scope's storage as on one server
+ *    (ScopeStorageFor(): fencing.scope_<n> with columns key_1..key_k of
+ *    K's base types and collations, fence, the unique index scope_<n>_key
+ *    NULLS NOT DISTINCT, the registry row), and then
+ *    (FencingCitusPrepareStorage), when this transaction created it, as
+ *    the extension owner:
+ *        ALTER TABLE fencing.scope_<n> REPLICA IDENTITY FULL;
  *        SELECT create_distributed_table('fencing.scope_<n>', 'key_<i>',
- *                                        colocate_with => '<tbl>')
- *    (one call from ScopeStorageFor() into this file).  Citus requires
- *    co-located distribution columns of one type and collation: key_<i>
- *    has d's by construction; its unique index includes key_<i>, as Citus
- *    requires; d is never NULL (Citus refuses it), so neither is key_<i>.
- *    Same shard count, same hash ranges, same nodes.  Citus moves, splits
- *    and rebalances a colocation group as a whole, so each key's fence
- *    stays on the node of the key's rows before, during and after every
- *    move.  The storage gets REPLICA IDENTITY FULL (its key columns may be
- *    NULL, so no index qualifies) so that Citus' default, logical
- *    replication shard transfer can move the group.  Existing rows seed it
- *    with a co-located INSERT INTO storage SELECT K, fencing.max(fence)
- *    FROM tbl GROUP BY K, which Citus pushes down to each pair of shards.
- *    A second table joining the scope must be hash-distributed, co-located
- *    with the storage (same colocationid) and have its distribution column
- *    at the same position i of its key columns (the types already must
- *    match, 42804); otherwise 0A000 (the co-location part is enforced now,
- *    CheckScopeColocation).  fencing.reset_scope() drops a distributed
- *    storage, shards and all.  Single-shard tables (schema-based sharding)
- *    co-locate their storage as a single-shard table, any key columns;
- *    reference tables keep row scope only.
+ *                                        colocate_with => '<tbl>');
+ *    (its key columns may be NULL, so no index can be its replica identity;
+ *    Citus moves and splits by logical replication and needs one).  An
+ *    existing storage must be hash-distributed in the table's co-location
+ *    group by key_<i> (CheckStorageColocation): a second table joins the
+ *    scope only so.  Same shard count, same hash ranges, same nodes; Citus
+ *    moves, splits and rebalances a co-location group as a whole, so each
+ *    key's fence stays on the node of the key's rows.  Existing rows seed it
+ *    (FencingCitusSeedScope, called by SeedScopesFrom) with
+ *        INSERT INTO storage SELECT K, fencing.max(fence) FROM tbl GROUP BY K
+ *        ON CONFLICT (key_1..key_k) DO UPDATE ... (only upwards)
+ *    which Citus pushes down to each pair of co-located shards.
+ *    fencing.reset_scope() drops a distributed storage, shards and all, as
+ *    it drops any (Citus propagates the DROP TABLE).
+ *
+ *    Citus lets one transaction reach a group of co-located shards as one
+ *    user only ("modified in this transaction by a different user"), and
+ *    the storage belongs to the extension owner: protect() runs the
+ *    storage's distribution, its trigger DDL and the seeding as the
+ *    extension owner (FencingCitusBeginTriggerDdl), the caller's ownership
+ *    of the table being checked first.
  *
  * 2. The guard on a worker finds the co-located storage shard.  The guard
- *    trigger's arguments gain one 'key=<column>' per key column, in order,
- *    'scope=<scope_name>' and 'storage=fencing.scope_<n>', so every shard,
- *    including those created later, knows its scope without the
- *    coordinator's registry.  Firing on shard ledger_102008, the guard
- *    takes its shard id from its relation (confirmed in pg_dist_shard,
- *    which Citus syncs to every node, as CitusShardOf does now) and the
- *    storage shard with the same hash range:
- *        SELECT s.shardid FROM pg_dist_shard s, pg_dist_shard me
- *        WHERE me.shardid = $1 AND s.logicalrelid = $storage
- *          AND s.shardminvalue = me.shardminvalue
- *    (co-located shards keep identical ranges: a split splits the whole
- *    group), then its local relation fencing.scope_<n>_<shardid>
- *    (shard_name()), which must exist on this node: co-location
- *    guarantees it; if it does not, the guard fails closed with SF005.
- *    That relation goes into cfg->scope through a variant of
- *    ScopeStorageOpen() that takes the storage relation instead of reading
- *    the registry (the registry lives on the coordinator); its unique
- *    index is the shard's copy of scope_<n>_key.  The cache is the shard's
- *    guard config: a placement that moves is a new relation on its new
- *    node, so it never outlives the placement it describes.  From there
- *    the check and advance are the one-server code, unchanged, on that
- *    local table, in the worker's part of the distributed transaction,
- *    committed with the write by Citus' two-phase commit.  The guard
- *    writes the storage shard itself, never the distributed storage table:
- *    a query on a shard cannot start a distributed query.
+ *    trigger's arguments carry one 'key=<column>' per key column, in order,
+ *    'scope=<scope_name>' and 'storage=scope_<n>', so every shard, including
+ *    those created later, knows its scope without the coordinator's
+ *    registry.  Firing on shard ledger_102008 (or on a partition's shard),
+ *    the guard takes the shard id from its relation's name, confirmed in
+ *    pg_dist_shard (which Citus syncs to every node), and the storage shard
+ *    with the same hash range (ColocatedStorageShard), which must be a table
+ *    of the extension owner in schema fencing on this node: co-location
+ *    guarantees it; otherwise the guard fails closed with SF005.  That
+ *    relation becomes cfg->scope through ScopeStorageOpenRelation() (the
+ *    registry lives on the coordinator); from there the check and advance
+ *    are the one-server code (scopes.c), unchanged, on that local table, in
+ *    the worker's part of the distributed transaction, committed with the
+ *    write.  The guard writes the storage shard itself, never the
+ *    distributed storage: a query on a shard cannot start a distributed
+ *    query.  The cache is the shard's guard config: a placement that moves
+ *    is a new relation on its new node.  A table that is no shard (one
+ *    undistributed after protect()) must not write the coordinator's empty
+ *    shell of a distributed storage: it fails closed
+ *    (FencingCitusCheckLocalStorage).
  *
- * 3. The first write of a new key.  No row yet in the storage shard: the
- *    guard inserts one through the unique index, as on one server, so two
- *    sessions racing on a new key meet on that index entry in the one
- *    storage shard that covers the key: the second waits for the first's
- *    distributed transaction and then compares against its committed
- *    fence.  After a move, the first write on the new node finds the fence
- *    that moved with the storage shard.  During a logical-replication move
- *    the source stays writable until cut-over; the storage shard
- *    replicates like the table's, and on the target the guard fires for
- *    the apply worker only to advance fences (FollowReplicatedWrite), which
- *    never lowers one.  Citus creates a new placement's triggers after
- *    copying its rows, so the copy itself is not checked.  Citus refuses
+ * 3. The first write of a new key inserts its storage row through the
+ *    unique index, as on one server, so two sessions racing on a new key
+ *    meet on that index entry in the one storage shard that covers the
+ *    key: the second waits for the first's transaction and then compares
+ *    against its committed fence.
+ *
+ * 4. Moves.  A logical-replication move or split copies the shards, then
+ *    creates their triggers, then catches up: the guard fires on the target
+ *    for the apply worker.  Citus replicates the table and its storage by
+ *    one stream per table owner, in no set order between them; so on a
+ *    shard in key scope the apply worker leaves the storage shard to its
+ *    own stream (cfg->scope_moves_with_rel, guard.c) instead of advancing
+ *    it, which could make the storage stream's INSERT of the same key fail
+ *    on the unique index and stall the move.  The source accepted every
+ *    replayed write; the storage stream brings its fences.  Citus refuses
  *    an UPDATE of the distribution column, so a row never changes shard.
  *
  *-------------------------------------------------------------------------
