@@ -1474,14 +1474,21 @@ RunSql(const char *sql)
 			 SPI_result_code_string(rc));
 }
 
-/* The owner of relation relid. */
+/*
+ * The owner of relation relid, from the catalog cache (no lock needed:
+ * PostgreSQL 16 and later assert that a relation opened with NoLock is
+ * locked already).  InvalidOid when there is no such relation.
+ */
 static Oid
 RelOwner(Oid relid)
 {
-	Relation	rel = relation_open(relid, NoLock);
-	Oid			owner = rel->rd_rel->relowner;
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
 
-	relation_close(rel, NoLock);
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
 	return owner;
 }
 
