@@ -33,11 +33,11 @@ REGRESS_CORE = fence_type fence_input advance
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
 	guard_paths guard_privileges guard_bypass guard_ddl
 
-REGRESS_STATS = stats
+REGRESS_STATS = stats stats_forget
 
 REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
 
-REGRESS_LEASE = lease guard_lease
+REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE)
 REGRESS_OPTS = --load-extension=fencing
@@ -46,7 +46,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race
 
 ISOLATION_IDEM = idem_begin_race idem_resume_race
 

@@ -124,7 +124,12 @@ CREATE FUNCTION lease_evil.epoch(fencing.fence) RETURNS bigint
 GRANT USAGE ON SCHEMA lease_evil TO regress_lease_app;
 SET ROLE regress_lease_app;
 SELECT lease_acquire('app-lease', 'app', '1 hour') IS NOT NULL AS app_acquires;
-SELECT count(*) > 0 AS app_reads FROM fencing.leases;
+-- fencing.leases is not readable by PUBLIC (tokens are capabilities);
+-- fencing.lease_status is, with the token of its own leases only
+-- (test lease_security has the attacks)
+SELECT pg_temp.outcome($$SELECT count(*) FROM fencing.leases$$);
+SELECT name, token IS NOT NULL AS sees_token, live
+  FROM fencing.lease_status ORDER BY name;
 SELECT pg_temp.outcome($$SELECT fencing.bump_epoch()$$);
 SELECT pg_temp.outcome($$UPDATE fencing.leases SET expires_at = 'infinity'$$);
 SELECT pg_temp.outcome($$DELETE FROM fencing.leases$$);
@@ -132,6 +137,7 @@ SELECT pg_temp.outcome($$INSERT INTO fencing.epoch_state VALUES (true, 0, 99, 0,
 SELECT pg_temp.outcome($$UPDATE fencing.epoch_state SET timeline = 0$$);
 SELECT pg_temp.outcome($$SELECT fencing.epoch_internal(true, true)$$);
 SELECT pg_temp.outcome($$SELECT fencing.server_timeline()$$);
+SELECT pg_temp.outcome($$UPDATE fencing.leases SET owner = 'regress_lease_app'$$);
 SET search_path = lease_evil, public, fencing;
 SELECT lease_acquire('app-lease', 'app', '1 hour') AS a2 \gset
 SELECT fencing.counter(:'a2') AS regranted_counter;

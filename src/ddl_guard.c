@@ -946,6 +946,7 @@ fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
 {
 	FencingSavedUser saved;
 	int			rc;
+	uint64		i;
 
 	CheckEventTriggerCall(fcinfo, "ddl_guard_drop");
 
@@ -960,12 +961,23 @@ fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
 					 "USING pg_catalog.pg_event_trigger_dropped_objects() d "
 					 "WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
 					 "AND d.objsubid OPERATOR(pg_catalog.=) 0 "
-					 "AND p.relid::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid",
+					 "AND p.relid::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid "
+					 "RETURNING p.relid::pg_catalog.oid",
 					 false, 0);
 	FencingRestoreUser(&saved);
-	if (rc != SPI_OK_DELETE)
+	if (rc != SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "could not forget dropped tables: %s",
 			 SPI_result_code_string(rc));
+	/* their counters in fencing.stats go at commit */
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		relid = SPI_getbinval(SPI_tuptable->vals[i],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			FencingStatsForget(DatumGetObjectId(relid));
+	}
 	SPI_finish();
 	PG_RETURN_NULL();
 }

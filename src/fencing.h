@@ -15,6 +15,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "utils/rel.h"
 
@@ -126,6 +127,7 @@ typedef struct GuardConfig
 	bool		legacy_scopes;	/* extension objects still at 1.0 */
 	FmgrInfo   *key_out;		/* 1.0: output functions of the key columns */
 	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
+	Oid			table_owner;	/* owner of protected_relid, for the lease */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
 	bool		scope_moves_with_rel;	/* citus: the scope's storage shard is
 										 * moved with this shard, by a logical
@@ -201,19 +203,50 @@ typedef enum FencingIdemCounter
 	FENCING_IDEM_IN_PROGRESS_REJECTED
 } FencingIdemCounter;
 
-/* opaque per-table entry; the guard caches the pointer per relation */
+/* the counters of fencing.lease_stats, in its column order */
+typedef enum FencingLeaseCounter
+{
+	FENCING_LEASE_ACQUIRED,
+	FENCING_LEASE_ACQUIRE_REFUSED,
+	FENCING_LEASE_RENEWED,
+	FENCING_LEASE_RENEW_FAILED,
+	FENCING_LEASE_RELEASED,
+	FENCING_LEASE_RELEASE_FAILED,
+	FENCING_LEASE_EXPIRED,
+	FENCING_LEASE_REJECTED
+} FencingLeaseCounter;
+
+/*
+ * opaque per-table entry; the guard caches the pointer per relation, in a
+ * cache that a relcache invalidation of the table clears
+ */
 typedef struct FencingTableStats FencingTableStats;
 
 extern void FencingStatsInit(void);
 extern FencingTableStats *FencingStatsGetEntry(Oid relid);
 extern void FencingStatsCount(FencingTableStats *entry, FencingTableCounter counter);
 extern void FencingStatsCountIdem(FencingIdemCounter counter);
+extern void FencingStatsCountLease(FencingLeaseCounter counter);
+extern bool FencingStatsLeaseEnded(const char *name, int namelen,
+								   const Fence *token, TimestampTz granted_at,
+								   TimestampTz ended_at, bool expired);
+
+/*
+ * Free the counters of a table being dropped or unprotected, when the
+ * current transaction commits (call it from the code that drops or
+ * unprotects, in the transaction that does it).
+ */
+extern void FencingStatsForget(Oid relid);
 
 /* idempotency.c */
 #define FENCING_IDEM_KEY_MAXLEN		255	/* characters */
 
-/* lease.c: the guard's check of a table protected with a lease */
-extern bool LeaseHeldWith(const char *lease, const Fence *token);
+/*
+ * lease.c: the guard's check of a table protected with a lease.
+ * ReportLeaseLost() also counts the rejection in fencing.lease_stats.
+ */
+extern bool LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner);
+extern void CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel);
 extern void ReportLeaseLost(const char *lease, const Fence *token,
 							Relation rel) pg_attribute_noreturn();
 

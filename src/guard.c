@@ -501,7 +501,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	}
 
 	/* with a lease, only its current, live token may write (lease.c) */
-	if (cfg->lease != NULL && !LeaseHeldWith(cfg->lease, &token))
+	if (cfg->lease != NULL && !LeaseHeldWith(cfg->lease, &token, cfg->table_owner))
 	{
 		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
 		ReportLeaseLost(cfg->lease, &token, rel);

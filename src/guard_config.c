@@ -16,6 +16,7 @@
 
 #include "access/htup_details.h"
 #include "catalog/partition.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/array.h"
@@ -25,6 +26,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "fencing.h"
 
@@ -169,6 +171,15 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 	cfg->scope_name = TextDatumGetCString(SPI_getbinval(tup, desc, 4, &isnull));
 	keys = SPI_getbinval(tup, desc, 5, &isnull);
 	cfg->lease = isnull ? NULL : TextDatumGetCString(keys);
+	if (cfg->lease != NULL)
+	{
+		HeapTuple	ctup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+
+		if (!HeapTupleIsValid(ctup))
+			elog(ERROR, "cache lookup failed for relation %u", relid);
+		cfg->table_owner = ((Form_pg_class) GETSTRUCT(ctup))->relowner;
+		ReleaseSysCache(ctup);
+	}
 
 	/* key and table scope: where the scope's fences are */
 	if (cfg->nkeys >= 0 && ScopeStorageLayout())

@@ -380,6 +380,10 @@ fencing_protect(PG_FUNCTION_ARGS)
 	/* citus: refuse what cannot hold across shards (citus.c) */
 	FencingCitusCheckProtect(rel, fence_column, nkeys, keynames, strict, scope_name, lease);
 
+	/* a lease of a role the table's owner acts for (lease.c) */
+	if (lease != NULL)
+		CheckLeaseForTable(lease, rel->rd_rel->relowner, rel);
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
@@ -513,6 +517,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 				 SPI_result_code_string(rc));
 	}
 	FencingRestoreUser(&saved);
+	FencingStatsForget(relid);
 
 	SPI_finish();
 	InvalidateTree(tree);

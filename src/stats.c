@@ -1,8 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * stats.c
- *	  Counters of the guard and of the idempotency helpers in shared
- *	  memory: fencing.stats, fencing.idempotency_stats, fencing.stats_reset.
+ *	  Counters in shared memory: fencing.stats (the guard, per table),
+ *	  fencing.idempotency_stats (idem_begin outcomes, cluster-wide),
+ *	  fencing.lease_stats (the built-in leases, per database), and
+ *	  fencing.stats_reset.  They are saved at a clean shutdown and loaded
+ *	  at start, as pg_stat_statements does.
  *
  * The counters exist only when the library is loaded through
  * shared_preload_libraries; otherwise every C entry point below is a no-op
@@ -13,50 +16,107 @@
  * (database, relation), sized by fencing.stats_max_tables.  The guard
  * looks an entry up once per relation (FencingStatsGetEntry, which takes
  * the LWLock) and caches the pointer; every row then costs one atomic add
- * (FencingStatsCount), no lock.  For that pointer to stay valid, entries
- * are never removed or moved while the server runs: fencing.stats_reset()
- * zeroes counters in place, it does not delete entries.  The price is that
- * an entry outlives its table (a dropped table keeps its row, shown by OID,
- * until the server restarts) and that a full hash stays full until a
- * restart.
+ * (FencingStatsCount), no lock.
+ *
+ * Freeing entries.  An entry is removed when its table is dropped or
+ * unprotected (FencingStatsForget), at the commit of that transaction,
+ * and not before: a rollback keeps the table protected and its counters.
+ * Other backends may have cached a pointer to the entry.  They cannot use
+ * it any more: DROP TABLE and unprotect() hold a lock on the table that
+ * conflicts with every write until they commit, and they send a relcache
+ * invalidation for it, which a writer processes when it next locks the
+ * table, before its guard fires; the invalidation drops the cached
+ * configuration with the pointer (guard_config.c).  And since the hash
+ * has a fixed size in shared memory, a freed entry's memory stays mapped
+ * and only ever holds another entry, so even a pointer used too late
+ * could miscount, never crash.
  *
  * When the hash is full, a new relation's writes are counted in one
  * cluster-wide overflow entry, shown in fencing.stats as the row whose
  * relid is NULL (in every database), and the first overflow is logged
  * once; nothing is silently dropped.
  *
- * The counters are not saved across a server restart: they count since
- * the server started or since the last fencing.stats_reset().  A reset
- * that races with a write may or may not include that write.
+ * Leases.  Each database has one set of lease counters (a small shared
+ * hash keyed by database, sized by fencing.stats_max_databases, with an
+ * overflow entry of its own), kept under a spinlock: lease calls are
+ * rare next to guarded writes, and the hold time's maximum cannot be an
+ * atomic add.  A grant's end (by release, by expiry, or by its holder
+ * acquiring again) is counted once: a second shared hash remembers, per
+ * lease name, the token of the last grant whose end was counted, so that
+ * whichever of acquire, renew, release or check first notices that a
+ * grant ran out counts it, and the others do not.  Tokens only grow, so
+ * "already counted" is "token <= the remembered one".  That hash is sized
+ * by fencing.stats_max_leases; names beyond it are counted without the
+ * memory (an expiry may then be counted by each call that notices it),
+ * and the first time that happens is logged.
+ *
+ * Persistence.  At a clean shutdown the postmaster writes every counter
+ * to pg_stat/fencing.stat (write, fsync, rename, fsync of the directory)
+ * in a versioned format with a CRC; at start it loads the file and
+ * removes it, so that a crash, an immediate shutdown (which leaves the
+ * control file "in production") or a copy of the data directory never
+ * brings back counters that went on moving afterwards.  A file that does
+ * not match (another format, a bad checksum, truncated) is ignored with a
+ * WARNING in the server log.
+ *
+ * Counters are 64-bit; one would need centuries at a billion increments a
+ * second to pass bigint's maximum, but if one ever does, the views show
+ * the maximum and warn rather than wrap around.  A reset that races with
+ * a write may or may not include that write.  Counters count what the
+ * guard and the functions decided, also in transactions that later roll
+ * back.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "access/xact.h"
+#include "access/xlog_internal.h"
+#include "catalog/pg_control.h"
+#include "common/hashfn.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/atomics.h"
+#include "port/pg_crc32c.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
 #include "fencing.h"
 
 PG_FUNCTION_INFO_V1(fencing_stats_internal);
 PG_FUNCTION_INFO_V1(fencing_idempotency_stats_internal);
+PG_FUNCTION_INFO_V1(fencing_lease_stats_internal);
 PG_FUNCTION_INFO_V1(fencing_stats_reset);
 
 #define FENCING_STATS_TRANCHE	"fencing"
 
 #define FENCING_STAT_NCOUNTERS	(FENCING_STAT_BYPASSED + 1)
 #define FENCING_IDEM_NCOUNTERS	(FENCING_IDEM_IN_PROGRESS_REJECTED + 1)
+#define FENCING_LEASE_NCOUNTERS (FENCING_LEASE_REJECTED + 1)
+
+/* The file the counters are saved in between a clean shutdown and a start */
+#define FENCING_STATS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/fencing.stat"
+#define FENCING_STATS_FILE_TMP	FENCING_STATS_FILE ".tmp"
+
+/* "FNCS", and the format of the file: change it with any change below */
+#define FENCING_STATS_MAGIC		0x464E4353
+#define FENCING_STATS_FORMAT	1
 
 /* Hash key: relation OIDs repeat across databases */
 typedef struct FencingStatsKey
@@ -72,21 +132,72 @@ struct FencingTableStats
 	pg_atomic_uint64 counters[FENCING_STAT_NCOUNTERS];
 };
 
+/* One database's lease counters */
+typedef struct FencingLeaseStats
+{
+	Oid			dbid;			/* hash key, must be first */
+	slock_t		mutex;			/* protects everything below */
+	uint64		counters[FENCING_LEASE_NCOUNTERS];
+	uint64		hold_count;		/* grants whose end was counted */
+	double		hold_sum;		/* their hold times, in seconds */
+	double		hold_max;
+} FencingLeaseStats;
+
+/* Key of the memory of counted grant ends: a lease name of a database */
+typedef struct FencingLeaseEndKey
+{
+	Oid			dbid;
+	uint32		pad;			/* zero: the key is hashed as bytes */
+	uint64		namehash;
+} FencingLeaseEndKey;
+
+/* The last grant of a lease name whose end was counted */
+typedef struct FencingLeaseEnd
+{
+	FencingLeaseEndKey key;		/* hash key, must be first */
+	Fence		ended;			/* its token */
+} FencingLeaseEnd;
+
 /* The fixed part of the shared state */
 typedef struct FencingStatsShared
 {
-	LWLock	   *lock;			/* taken only to look up and insert entries */
-	pg_atomic_flag overflow_logged; /* set once the hash was found full */
+	LWLock	   *lock;			/* taken to look up, insert and remove
+								 * entries of the three hashes */
+	pg_atomic_flag overflow_logged; /* set once the table hash was full */
+	pg_atomic_flag lease_overflow_logged;	/* ... the database hash */
+	pg_atomic_flag ends_full_logged;	/* ... the lease-name hash */
 	FencingTableStats overflow; /* writes of relations that did not fit */
 	pg_atomic_uint64 idem[FENCING_IDEM_NCOUNTERS];
+	FencingLeaseStats lease_overflow;	/* databases that did not fit */
 } FencingStatsShared;
 
-/* fencing.stats_max_tables */
+/* fencing.stats_max_tables, stats_max_databases, stats_max_leases */
 static int	fencing_stats_max_tables = 1000;
+static int	fencing_stats_max_databases = 100;
+static int	fencing_stats_max_leases = 1000;
 
 /* Pointers into shared memory; NULL without the preload */
 static FencingStatsShared *fstate = NULL;
-static HTAB *fhash = NULL;
+static HTAB *fhash = NULL;		/* tables */
+static HTAB *lhash = NULL;		/* lease counters per database */
+static HTAB *ehash = NULL;		/* counted grant ends per lease name */
+
+/* This backend's database's lease counters, once looked up */
+static FencingLeaseStats *my_lease_stats = NULL;
+
+/*
+ * Tables whose counters this transaction will free at commit: dropped or
+ * unprotected, with the (sub)transaction level that did it.  Allocated in
+ * TopTransactionContext.
+ */
+typedef struct PendingForget
+{
+	Oid			relid;
+	int			nestlevel;
+	struct PendingForget *next;
+} PendingForget;
+
+static PendingForget *pending_forgets = NULL;
 
 #if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -96,21 +207,30 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static Size FencingStatsShmemSize(void);
 static void FencingStatsShmemRequest(void);
 static void FencingStatsShmemStartup(void);
+static void FencingStatsShmemShutdown(int code, Datum arg);
+static void StatsXactCallback(XactEvent event, void *arg);
+static void StatsSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
+								 SubTransactionId parentSubid, void *arg);
 static void CheckStatsAvailable(void);
 static void InitCounters(FencingTableStats *entry);
+static void InitLeaseStats(FencingLeaseStats *entry, Oid dbid);
+static FencingLeaseStats *LeaseStatsEntry(void);
+static void LoadStatsFile(void);
+static void SaveStatsFile(void);
+static Datum CounterGetDatum(uint64 value, const char *name);
 static Tuplestorestate *BeginMaterializedSRF(FunctionCallInfo fcinfo,
 											 TupleDesc *tupdesc);
 static void AddStatsRow(Tuplestorestate *tupstore, TupleDesc tupdesc,
 						FencingTableStats *entry, bool is_overflow);
 
-/* Register the setting and the shared memory hooks, when preloaded. */
+/* Register the settings and the shared memory hooks, when preloaded. */
 void
 FencingStatsInit(void)
 {
 	/*
 	 * Shared memory can only be reserved by the postmaster.  Loaded later,
-	 * the library works without statistics; the setting is not even
-	 * defined then, so that a postgresql.conf line for it does not make
+	 * the library works without statistics; the settings are not even
+	 * defined then, so that a postgresql.conf line for them does not make
 	 * every backend warn that it cannot be changed without a restart.
 	 */
 	if (!process_shared_preload_libraries_in_progress)
@@ -128,6 +248,30 @@ FencingStatsInit(void)
 							NULL,
 							NULL,
 							NULL);
+	DefineCustomIntVariable("fencing.stats_max_databases",
+							"Maximum number of databases whose lease counters fencing.lease_stats keeps separately.",
+							"The lease calls of further databases are counted together, and each of them shows that sum.",
+							&fencing_stats_max_databases,
+							100,
+							1,
+							INT_MAX / 2,
+							PGC_POSTMASTER,
+							0,
+							NULL,
+							NULL,
+							NULL);
+	DefineCustomIntVariable("fencing.stats_max_leases",
+							"Maximum number of lease names whose last counted grant end fencing.lease_stats remembers.",
+							"Beyond it, an expiry may be counted by each call that notices it rather than once.",
+							&fencing_stats_max_leases,
+							1000,
+							1,
+							INT_MAX / 2,
+							PGC_POSTMASTER,
+							0,
+							NULL,
+							NULL,
+							NULL);
 
 #if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
@@ -137,9 +281,13 @@ FencingStatsInit(void)
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = FencingStatsShmemStartup;
+
+	/* freeing the entries of dropped and unprotected tables at commit */
+	RegisterXactCallback(StatsXactCallback, NULL);
+	RegisterSubXactCallback(StatsSubXactCallback, NULL);
 }
 
-/* Bytes of shared memory needed for fencing.stats_max_tables entries. */
+/* Bytes of shared memory needed for the three hashes. */
 static Size
 FencingStatsShmemSize(void)
 {
@@ -148,6 +296,10 @@ FencingStatsShmemSize(void)
 	size = MAXALIGN(sizeof(FencingStatsShared));
 	size = add_size(size, hash_estimate_size(fencing_stats_max_tables,
 											 sizeof(FencingTableStats)));
+	size = add_size(size, hash_estimate_size(fencing_stats_max_databases,
+											 sizeof(FencingLeaseStats)));
+	size = add_size(size, hash_estimate_size(fencing_stats_max_leases,
+											 sizeof(FencingLeaseEnd)));
 	return size;
 }
 
@@ -164,7 +316,11 @@ FencingStatsShmemRequest(void)
 	RequestNamedLWLockTranche(FENCING_STATS_TRANCHE, 1);
 }
 
-/* Create or attach to the shared state (shmem_startup_hook). */
+/*
+ * Create or attach to the shared state (shmem_startup_hook); the process
+ * that creates it (the postmaster) loads the saved counters and arranges
+ * for them to be saved when it exits.
+ */
 static void
 FencingStatsShmemStartup(void)
 {
@@ -175,8 +331,12 @@ FencingStatsShmemStartup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 
+	/* reset in case this is a restart within the postmaster */
 	fstate = NULL;
 	fhash = NULL;
+	lhash = NULL;
+	ehash = NULL;
+	my_lease_stats = NULL;
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 
@@ -186,17 +346,21 @@ FencingStatsShmemStartup(void)
 	{
 		fstate->lock = &(GetNamedLWLockTranche(FENCING_STATS_TRANCHE))->lock;
 		pg_atomic_init_flag(&fstate->overflow_logged);
+		pg_atomic_init_flag(&fstate->lease_overflow_logged);
+		pg_atomic_init_flag(&fstate->ends_full_logged);
 		fstate->overflow.key.dbid = InvalidOid;
 		fstate->overflow.key.relid = InvalidOid;
 		InitCounters(&fstate->overflow);
 		for (i = 0; i < FENCING_IDEM_NCOUNTERS; i++)
 			pg_atomic_init_u64(&fstate->idem[i], 0);
+		InitLeaseStats(&fstate->lease_overflow, InvalidOid);
 	}
 
 	/*
-	 * All entries are allocated up front (HASH_FIXED_SIZE): the hash never
-	 * grows into the shared memory that others count on, and an insert
-	 * into a full hash fails cleanly instead.
+	 * All entries are allocated up front (HASH_FIXED_SIZE): a hash never
+	 * grows into the shared memory that others count on, an insert into a
+	 * full hash fails cleanly instead, and a removed entry's memory stays
+	 * an entry.
 	 */
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(FencingStatsKey);
@@ -206,7 +370,45 @@ FencingStatsShmemStartup(void)
 						  &info,
 						  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(Oid);
+	info.entrysize = sizeof(FencingLeaseStats);
+	lhash = ShmemInitHash("fencing lease stats hash",
+						  fencing_stats_max_databases, fencing_stats_max_databases,
+						  &info,
+						  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(FencingLeaseEndKey);
+	info.entrysize = sizeof(FencingLeaseEnd);
+	ehash = ShmemInitHash("fencing lease ends hash",
+						  fencing_stats_max_leases, fencing_stats_max_leases,
+						  &info,
+						  HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+
 	LWLockRelease(AddinShmemInitLock);
+
+	/* the postmaster (or a standalone backend) saves the counters at exit */
+	if (!IsUnderPostmaster)
+		on_shmem_exit(FencingStatsShmemShutdown, (Datum) 0);
+
+	/* no other process runs yet: no lock needed to load */
+	if (!found)
+		LoadStatsFile();
+}
+
+/* Save the counters at a clean exit of the postmaster (on_shmem_exit). */
+static void
+FencingStatsShmemShutdown(int code, Datum arg)
+{
+	(void) arg;
+
+	/* not after a crash */
+	if (code != 0)
+		return;
+	if (fstate == NULL || fhash == NULL || lhash == NULL || ehash == NULL)
+		return;
+	SaveStatsFile();
 }
 
 /* Zero a relation's counters. */
@@ -219,12 +421,25 @@ InitCounters(FencingTableStats *entry)
 		pg_atomic_init_u64(&entry->counters[i], 0);
 }
 
+/* Zero a database's lease counters. */
+static void
+InitLeaseStats(FencingLeaseStats *entry, Oid dbid)
+{
+	entry->dbid = dbid;
+	SpinLockInit(&entry->mutex);
+	memset(entry->counters, 0, sizeof(entry->counters));
+	entry->hold_count = 0;
+	entry->hold_sum = 0;
+	entry->hold_max = 0;
+}
+
 /*
  * Find or create the counters of a relation of the current database.
  *
  * NULL without the preload.  The result stays valid, at the same address,
- * until the server stops, so callers may cache it; when the hash is full
- * the result is the shared overflow entry.
+ * until the table is dropped or unprotected, so callers may cache it
+ * where a relcache invalidation of the table drops the cached pointer;
+ * when the hash is full the result is the shared overflow entry.
  */
 FencingTableStats *
 FencingStatsGetEntry(Oid relid)
@@ -290,6 +505,224 @@ FencingStatsCountIdem(FencingIdemCounter counter)
 	pg_atomic_fetch_add_u64(&fstate->idem[counter], 1);
 }
 
+/*
+ * Free the counters of a table of the current database when this
+ * transaction commits (the table is being dropped or unprotected).  A
+ * no-op without the preload.  Protecting the table again later starts its
+ * counters from zero.
+ */
+void
+FencingStatsForget(Oid relid)
+{
+	PendingForget *p;
+
+	if (fstate == NULL)
+		return;
+	p = MemoryContextAlloc(TopTransactionContext, sizeof(PendingForget));
+	p->relid = relid;
+	p->nestlevel = GetCurrentTransactionNestLevel();
+	p->next = pending_forgets;
+	pending_forgets = p;
+}
+
+/*
+ * At commit, free the entries of the tables dropped or unprotected; at
+ * abort, keep them.  A prepared transaction keeps them too: its COMMIT
+ * PREPARED runs elsewhere, and freeing them at PREPARE would leave the
+ * cached pointers of a table that a ROLLBACK PREPARED keeps protected
+ * aimed at a freed entry.  (Such an entry lingers until the server's
+ * statistics are reset by a crash; it is harmless.)
+ */
+static void
+StatsXactCallback(XactEvent event, void *arg)
+{
+	PendingForget *p;
+
+	(void) arg;
+	if (pending_forgets == NULL)
+		return;
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			if (fstate != NULL && fhash != NULL)
+			{
+				LWLockAcquire(fstate->lock, LW_EXCLUSIVE);
+				for (p = pending_forgets; p != NULL; p = p->next)
+				{
+					FencingStatsKey key;
+
+					key.dbid = MyDatabaseId;
+					key.relid = p->relid;
+					(void) hash_search(fhash, &key, HASH_REMOVE, NULL);
+				}
+				LWLockRelease(fstate->lock);
+			}
+			pending_forgets = NULL;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			/* the list goes with TopTransactionContext */
+			pending_forgets = NULL;
+			break;
+		default:
+			break;
+	}
+}
+
+/* A rolled-back subtransaction forgets nothing; a committed one hands up. */
+static void
+StatsSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
+					 SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	PendingForget **pp;
+
+	(void) mySubid;
+	(void) parentSubid;
+	(void) arg;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		pp = &pending_forgets;
+		while (*pp != NULL)
+		{
+			if ((*pp)->nestlevel >= level)
+				*pp = (*pp)->next;	/* freed with the transaction's memory */
+			else
+				pp = &(*pp)->next;
+		}
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		PendingForget *p;
+
+		for (p = pending_forgets; p != NULL; p = p->next)
+			if (p->nestlevel >= level)
+				p->nestlevel = level - 1;
+	}
+}
+
+/*
+ * The lease counters of the current database, found or created once per
+ * backend; the overflow entry when the hash is full.  NULL without the
+ * preload.  Entries are never removed, so the pointer stays valid.
+ */
+static FencingLeaseStats *
+LeaseStatsEntry(void)
+{
+	FencingLeaseStats *entry;
+	bool		found;
+	Oid			dbid = MyDatabaseId;
+
+	if (fstate == NULL || lhash == NULL)
+		return NULL;
+	if (my_lease_stats != NULL)
+		return my_lease_stats;
+
+	LWLockAcquire(fstate->lock, LW_EXCLUSIVE);
+	entry = (FencingLeaseStats *) hash_search(lhash, &dbid, HASH_FIND, NULL);
+	if (entry == NULL &&
+		hash_get_num_entries(lhash) < fencing_stats_max_databases)
+	{
+		entry = (FencingLeaseStats *) hash_search(lhash, &dbid,
+												  HASH_ENTER_NULL, &found);
+		if (entry != NULL && !found)
+			InitLeaseStats(entry, dbid);
+	}
+	LWLockRelease(fstate->lock);
+
+	if (entry == NULL)
+	{
+		if (pg_atomic_test_set_flag(&fstate->lease_overflow_logged))
+			ereport(LOG,
+					(errmsg("fencing.lease_stats is full"),
+					 errdetail("The lease calls of databases beyond the first %d are counted together, and fencing.lease_stats shows that sum in each of them.",
+							   fencing_stats_max_databases),
+					 errhint("Raise \"fencing.stats_max_databases\" and restart the server to count more databases separately.")));
+		entry = &fstate->lease_overflow;
+	}
+	my_lease_stats = entry;
+	return entry;
+}
+
+/* Count one outcome of a lease call of the current database. */
+void
+FencingStatsCountLease(FencingLeaseCounter counter)
+{
+	FencingLeaseStats *entry = LeaseStatsEntry();
+
+	if (entry == NULL)
+		return;
+	Assert(counter >= 0 && counter < FENCING_LEASE_NCOUNTERS);
+	SpinLockAcquire(&entry->mutex);
+	entry->counters[counter]++;
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
+ * Count the end of the grant of lease name whose token is token, granted
+ * at granted_at and ended at ended_at (released, replaced, or run out
+ * when expired), unless its end was counted already.  Returns whether it
+ * counted.  The hold time goes into the hold figures; an expiry into
+ * expired.
+ */
+bool
+FencingStatsLeaseEnded(const char *name, int namelen, const Fence *token,
+					   TimestampTz granted_at, TimestampTz ended_at,
+					   bool expired)
+{
+	FencingLeaseStats *stats = LeaseStatsEntry();
+	FencingLeaseEndKey key;
+	FencingLeaseEnd *end;
+	bool		found = false;
+	double		held;
+
+	if (stats == NULL || ehash == NULL)
+		return false;
+
+	memset(&key, 0, sizeof(key));
+	key.dbid = MyDatabaseId;
+	key.namehash = hash_bytes_extended((const unsigned char *) name,
+									   namelen, 0);
+
+	LWLockAcquire(fstate->lock, LW_EXCLUSIVE);
+	end = (FencingLeaseEnd *) hash_search(ehash, &key, HASH_FIND, NULL);
+	if (end != NULL)
+		found = true;
+	else if (hash_get_num_entries(ehash) < fencing_stats_max_leases)
+		end = (FencingLeaseEnd *) hash_search(ehash, &key, HASH_ENTER_NULL,
+											  &found);
+	if (found && FenceCmp(token, &end->ended) <= 0)
+	{
+		/* this grant's end, or a later one's, was counted */
+		LWLockRelease(fstate->lock);
+		return false;
+	}
+	if (end != NULL)
+		end->ended = *token;
+	LWLockRelease(fstate->lock);
+
+	if (end == NULL &&
+		pg_atomic_test_set_flag(&fstate->ends_full_logged))
+		ereport(LOG,
+				(errmsg("fencing.lease_stats cannot remember more lease names"),
+				 errdetail("The ends of grants of lease names beyond the first %d are counted without memory: an expiry may be counted by each call that notices it.",
+						   fencing_stats_max_leases),
+				 errhint("Raise \"fencing.stats_max_leases\" and restart the server.")));
+
+	held = (ended_at > granted_at) ? (double) (ended_at - granted_at) / USECS_PER_SEC : 0.0;
+	SpinLockAcquire(&stats->mutex);
+	if (expired)
+		stats->counters[FENCING_LEASE_EXPIRED]++;
+	stats->hold_count++;
+	stats->hold_sum += held;
+	if (held > stats->hold_max)
+		stats->hold_max = held;
+	SpinLockRelease(&stats->mutex);
+	return true;
+}
+
 /* Raise the error of pg_stat_statements' kind when not preloaded. */
 static void
 CheckStatsAvailable(void)
@@ -301,7 +734,27 @@ CheckStatsAvailable(void)
 				 errhint("Add fencing to \"shared_preload_libraries\" in postgresql.conf and restart the server to collect statistics.")));
 }
 
-/* Set up a materialized set-returning call; works on PostgreSQL 13-17. */
+/*
+ * A counter as a bigint.  A counter past bigint's maximum (centuries away
+ * at any real rate) shows the maximum, with a warning: never a wrapped or
+ * negative value.
+ */
+static Datum
+CounterGetDatum(uint64 value, const char *name)
+{
+	if (value > (uint64) PG_INT64_MAX)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("fencing counter \"%s\" passed the maximum of bigint", name),
+				 errdetail("It is shown as %lld.", (long long) PG_INT64_MAX),
+				 errhint("Call fencing.stats_reset() to start counting again.")));
+		value = (uint64) PG_INT64_MAX;
+	}
+	return Int64GetDatum((int64) value);
+}
+
+/* Set up a materialized set-returning call; works on PostgreSQL 13-18. */
 static Tuplestorestate *
 BeginMaterializedSRF(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 {
@@ -330,6 +783,18 @@ BeginMaterializedSRF(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 	return tupstore;
 }
 
+/* Names of the counters, for the warning of CounterGetDatum() */
+static const char *const TableCounterNames[FENCING_STAT_NCOUNTERS] = {
+	"accepted", "rejected_stale", "rejected_missing", "bypassed"
+};
+static const char *const IdemCounterNames[FENCING_IDEM_NCOUNTERS] = {
+	"started", "replayed", "resumed", "reused_rejected", "in_progress_rejected"
+};
+static const char *const LeaseCounterNames[FENCING_LEASE_NCOUNTERS] = {
+	"acquired", "acquire_refused", "renewed", "renew_failed", "released",
+	"release_failed", "expired", "rejected"
+};
+
 /* Append one relation's counters to the result of stats_internal(). */
 static void
 AddStatsRow(Tuplestorestate *tupstore, TupleDesc tupdesc,
@@ -348,8 +813,8 @@ AddStatsRow(Tuplestorestate *tupstore, TupleDesc tupdesc,
 	else
 		values[0] = ObjectIdGetDatum(entry->key.relid);
 	for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
-		values[1 + i] = Int64GetDatum((int64)
-									  pg_atomic_read_u64(&entry->counters[i]));
+		values[1 + i] = CounterGetDatum(pg_atomic_read_u64(&entry->counters[i]),
+										TableCounterNames[i]);
 	tuplestore_putvalues(tupstore, tupdesc, values, nulls);
 }
 
@@ -364,22 +829,37 @@ fencing_stats_internal(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	HASH_SEQ_STATUS hash_seq;
 	FencingTableStats *entry;
+	FencingTableStats *copies;
+	int			ncopies = 0;
 	int			i;
 	bool		overflowed = false;
 
 	CheckStatsAvailable();
 	tupstore = BeginMaterializedSRF(fcinfo, &tupdesc);
 
-	/* the shared lock keeps inserts out of the scan, not the counting */
+	/*
+	 * Copy the entries under the lock (which keeps inserts and removals
+	 * out of the scan, not the counting), then build the rows without it:
+	 * a warning raised while building must not find the lock held.
+	 */
 	LWLockAcquire(fstate->lock, LW_SHARED);
+	copies = palloc(sizeof(FencingTableStats) *
+					Max(hash_get_num_entries(fhash), 1));
 	hash_seq_init(&hash_seq, fhash);
 	while ((entry = hash_seq_search(&hash_seq)) != NULL)
 	{
 		if (entry->key.dbid != MyDatabaseId)
 			continue;
-		AddStatsRow(tupstore, tupdesc, entry, false);
+		copies[ncopies].key = entry->key;
+		for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
+			pg_atomic_init_u64(&copies[ncopies].counters[i],
+							   pg_atomic_read_u64(&entry->counters[i]));
+		ncopies++;
 	}
 	LWLockRelease(fstate->lock);
+
+	for (i = 0; i < ncopies; i++)
+		AddStatsRow(tupstore, tupdesc, &copies[i], false);
 
 	for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
 		if (pg_atomic_read_u64(&fstate->overflow.counters[i]) != 0)
@@ -407,20 +887,73 @@ fencing_idempotency_stats_internal(PG_FUNCTION_ARGS)
 
 	memset(nulls, 0, sizeof(nulls));
 	for (i = 0; i < FENCING_IDEM_NCOUNTERS; i++)
-		values[i] = Int64GetDatum((int64) pg_atomic_read_u64(&fstate->idem[i]));
+		values[i] = CounterGetDatum(pg_atomic_read_u64(&fstate->idem[i]),
+									IdemCounterNames[i]);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
 /*
+ * fencing.lease_stats_internal(): the lease counters of the current
+ * database, one row: the eight counts, hold_count, hold_seconds_sum,
+ * hold_seconds_max.
+ */
+Datum
+fencing_lease_stats_internal(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[FENCING_LEASE_NCOUNTERS + 3];
+	bool		nulls[FENCING_LEASE_NCOUNTERS + 3];
+	FencingLeaseStats *entry;
+	FencingLeaseStats copy;
+	int			i;
+
+	CheckStatsAvailable();
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+
+	entry = LeaseStatsEntry();
+	SpinLockAcquire(&entry->mutex);
+	copy = *entry;
+	SpinLockRelease(&entry->mutex);
+
+	memset(nulls, 0, sizeof(nulls));
+	for (i = 0; i < FENCING_LEASE_NCOUNTERS; i++)
+		values[i] = CounterGetDatum(copy.counters[i], LeaseCounterNames[i]);
+	values[FENCING_LEASE_NCOUNTERS] = CounterGetDatum(copy.hold_count,
+													  "hold_count");
+	values[FENCING_LEASE_NCOUNTERS + 1] = Float8GetDatum(copy.hold_sum);
+	values[FENCING_LEASE_NCOUNTERS + 2] = Float8GetDatum(copy.hold_max);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* Zero a database's lease counters, under its spinlock. */
+static void
+ResetLeaseStats(FencingLeaseStats *entry)
+{
+	SpinLockAcquire(&entry->mutex);
+	memset(entry->counters, 0, sizeof(entry->counters));
+	entry->hold_count = 0;
+	entry->hold_sum = 0;
+	entry->hold_max = 0;
+	SpinLockRelease(&entry->mutex);
+}
+
+/*
  * fencing.stats_reset(): zero every counter, of all databases.  Entries
- * stay where they are, since backends cache pointers to them.
+ * stay where they are, since backends cache pointers to them; the memory
+ * of counted grant ends stays too (a grant whose end was counted before
+ * the reset is not counted again after it).
  */
 Datum
 fencing_stats_reset(PG_FUNCTION_ARGS)
 {
 	HASH_SEQ_STATUS hash_seq;
 	FencingTableStats *entry;
+	FencingLeaseStats *lentry;
 	int			i;
 
 	(void) fcinfo;				/* no arguments */
@@ -433,12 +966,474 @@ fencing_stats_reset(PG_FUNCTION_ARGS)
 		for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
 			pg_atomic_write_u64(&entry->counters[i], 0);
 	}
+	hash_seq_init(&hash_seq, lhash);
+	while ((lentry = hash_seq_search(&hash_seq)) != NULL)
+		ResetLeaseStats(lentry);
 	LWLockRelease(fstate->lock);
 
 	for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
 		pg_atomic_write_u64(&fstate->overflow.counters[i], 0);
 	for (i = 0; i < FENCING_IDEM_NCOUNTERS; i++)
 		pg_atomic_write_u64(&fstate->idem[i], 0);
+	ResetLeaseStats(&fstate->lease_overflow);
 
 	PG_RETURN_VOID();
+}
+
+/* ----------------------------------------------------------------------
+ * The statistics file
+ *
+ * Layout (native byte order: the file never leaves this server):
+ *
+ *	uint32 magic, uint32 format
+ *	uint32 ntables, uint32 ndatabases, uint32 nends
+ *	uint64 idem[5]
+ *	uint64 overflow table counters[4]
+ *	lease record of the overflow entry
+ *	ntables x { uint32 dbid, uint32 relid, uint64 counters[4] }
+ *	ndatabases x lease record
+ *	nends x { uint32 dbid, uint64 namehash, int64 epoch, int64 counter }
+ *	uint32 CRC-32C of everything before it
+ *
+ * where a lease record is { uint32 dbid, uint64 counters[8], uint64
+ * hold_count, float8 hold_sum, float8 hold_max }.
+ * ----------------------------------------------------------------------
+ */
+
+#define FILE_HEADER_SIZE	(5 * sizeof(uint32))
+#define FILE_FIXED_SIZE		(FILE_HEADER_SIZE + \
+							 FENCING_IDEM_NCOUNTERS * sizeof(uint64) + \
+							 FENCING_STAT_NCOUNTERS * sizeof(uint64) + \
+							 LEASE_RECORD_SIZE)
+#define TABLE_RECORD_SIZE	(2 * sizeof(uint32) + FENCING_STAT_NCOUNTERS * sizeof(uint64))
+#define LEASE_RECORD_SIZE	(sizeof(uint32) + (FENCING_LEASE_NCOUNTERS + 1) * sizeof(uint64) + \
+							 2 * sizeof(double))
+#define END_RECORD_SIZE		(sizeof(uint32) + 3 * sizeof(uint64))
+
+/* A cursor over the file's bytes */
+typedef struct FileReader
+{
+	const char *p;
+	const char *end;
+} FileReader;
+
+static void
+PutU32(StringInfo buf, uint32 v)
+{
+	appendBinaryStringInfo(buf, (const char *) &v, sizeof(v));
+}
+
+static void
+PutU64(StringInfo buf, uint64 v)
+{
+	appendBinaryStringInfo(buf, (const char *) &v, sizeof(v));
+}
+
+static void
+PutF64(StringInfo buf, double v)
+{
+	appendBinaryStringInfo(buf, (const char *) &v, sizeof(v));
+}
+
+static uint32
+GetU32(FileReader *r)
+{
+	uint32		v;
+
+	Assert(r->end - r->p >= (ptrdiff_t) sizeof(v));
+	memcpy(&v, r->p, sizeof(v));
+	r->p += sizeof(v);
+	return v;
+}
+
+static uint64
+GetU64(FileReader *r)
+{
+	uint64		v;
+
+	Assert(r->end - r->p >= (ptrdiff_t) sizeof(v));
+	memcpy(&v, r->p, sizeof(v));
+	r->p += sizeof(v);
+	return v;
+}
+
+static double
+GetF64(FileReader *r)
+{
+	double		v;
+
+	Assert(r->end - r->p >= (ptrdiff_t) sizeof(v));
+	memcpy(&v, r->p, sizeof(v));
+	r->p += sizeof(v);
+	return v;
+}
+
+/* Append a database's lease counters (copied under its spinlock). */
+static void
+PutLeaseRecord(StringInfo buf, FencingLeaseStats *entry)
+{
+	FencingLeaseStats copy;
+	int			i;
+
+	SpinLockAcquire(&entry->mutex);
+	copy = *entry;
+	SpinLockRelease(&entry->mutex);
+
+	PutU32(buf, copy.dbid);
+	for (i = 0; i < FENCING_LEASE_NCOUNTERS; i++)
+		PutU64(buf, copy.counters[i]);
+	PutU64(buf, copy.hold_count);
+	PutF64(buf, copy.hold_sum);
+	PutF64(buf, copy.hold_max);
+}
+
+/* Add a saved lease record to entry (zeroed or the overflow). */
+static void
+AddLeaseRecord(FencingLeaseStats *entry, FileReader *r)
+{
+	int			i;
+	double		sum;
+	double		max;
+
+	for (i = 0; i < FENCING_LEASE_NCOUNTERS; i++)
+		entry->counters[i] += GetU64(r);
+	entry->hold_count += GetU64(r);
+	sum = GetF64(r);
+	max = GetF64(r);
+	/* a NaN or a negative figure is not ours: leave it out */
+	if (sum >= 0)
+		entry->hold_sum += sum;
+	if (max > entry->hold_max)
+		entry->hold_max = max;
+}
+
+/*
+ * Did the server last stop cleanly?  The shutdown checkpoint marks the
+ * control file "shut down" (or "shut down in recovery" on a standby);
+ * after a crash or an immediate shutdown it still says "in production"
+ * (or "in archive recovery").  Read without ereport(ERROR): this runs in
+ * the postmaster, also on its way out.
+ */
+static bool
+ShutdownWasClean(void)
+{
+	ControlFileData control;
+	pg_crc32c	crc;
+	int			fd;
+	int			r;
+
+	fd = OpenTransientFile(XLOG_CONTROL_FILE, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+		return false;
+	r = read(fd, &control, sizeof(control));
+	CloseTransientFile(fd);
+	if (r != sizeof(control))
+		return false;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, (char *) &control, offsetof(ControlFileData, crc));
+	FIN_CRC32C(crc);
+	if (!EQ_CRC32C(crc, control.crc))
+		return false;
+	return control.state == DB_SHUTDOWNED ||
+		control.state == DB_SHUTDOWNED_IN_RECOVERY;
+}
+
+/*
+ * Write every counter to FENCING_STATS_FILE: into a temporary file,
+ * fsync'ed, then renamed over the old one (durable_rename also fsyncs the
+ * directory), so that the file is either the old one or the whole new
+ * one.  Only after a clean shutdown: an immediate one calls the exit
+ * hooks with a status of 0 as well.  Failures are logged, nothing more:
+ * the server is on its way out.
+ */
+static void
+SaveStatsFile(void)
+{
+	StringInfoData buf;
+	HASH_SEQ_STATUS hash_seq;
+	FencingTableStats *entry;
+	FencingLeaseStats *lentry;
+	FencingLeaseEnd *end;
+	pg_crc32c	crc;
+	int			fd;
+	int			i;
+
+	if (!ShutdownWasClean())
+	{
+		ereport(LOG,
+				(errmsg("fencing statistics not saved: the server did not shut down cleanly")));
+		return;
+	}
+
+	initStringInfo(&buf);
+	PutU32(&buf, FENCING_STATS_MAGIC);
+	PutU32(&buf, FENCING_STATS_FORMAT);
+	PutU32(&buf, (uint32) hash_get_num_entries(fhash));
+	PutU32(&buf, (uint32) hash_get_num_entries(lhash));
+	PutU32(&buf, (uint32) hash_get_num_entries(ehash));
+	for (i = 0; i < FENCING_IDEM_NCOUNTERS; i++)
+		PutU64(&buf, pg_atomic_read_u64(&fstate->idem[i]));
+	for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
+		PutU64(&buf, pg_atomic_read_u64(&fstate->overflow.counters[i]));
+	PutLeaseRecord(&buf, &fstate->lease_overflow);
+
+	hash_seq_init(&hash_seq, fhash);
+	while ((entry = hash_seq_search(&hash_seq)) != NULL)
+	{
+		PutU32(&buf, entry->key.dbid);
+		PutU32(&buf, entry->key.relid);
+		for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
+			PutU64(&buf, pg_atomic_read_u64(&entry->counters[i]));
+	}
+	hash_seq_init(&hash_seq, lhash);
+	while ((lentry = hash_seq_search(&hash_seq)) != NULL)
+		PutLeaseRecord(&buf, lentry);
+	hash_seq_init(&hash_seq, ehash);
+	while ((end = hash_seq_search(&hash_seq)) != NULL)
+	{
+		PutU32(&buf, end->key.dbid);
+		PutU64(&buf, end->key.namehash);
+		PutU64(&buf, (uint64) end->ended.epoch);
+		PutU64(&buf, (uint64) end->ended.counter);
+	}
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf.data, buf.len);
+	FIN_CRC32C(crc);
+	PutU32(&buf, crc);
+
+	fd = OpenTransientFile(FENCING_STATS_FILE_TMP,
+						   O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", FENCING_STATS_FILE_TMP)));
+		pfree(buf.data);
+		return;
+	}
+	errno = 0;
+	if (write(fd, buf.data, buf.len) != buf.len)
+	{
+		if (errno == 0)
+			errno = ENOSPC;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", FENCING_STATS_FILE_TMP)));
+		goto fail;
+	}
+	if (pg_fsync(fd) != 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not fsync file \"%s\": %m", FENCING_STATS_FILE_TMP)));
+		goto fail;
+	}
+	if (CloseTransientFile(fd) != 0)
+	{
+		fd = -1;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", FENCING_STATS_FILE_TMP)));
+		goto fail;
+	}
+	pfree(buf.data);
+	(void) durable_rename(FENCING_STATS_FILE_TMP, FENCING_STATS_FILE, LOG);
+	return;
+
+fail:
+	if (fd >= 0)
+		CloseTransientFile(fd);
+	pfree(buf.data);
+	unlink(FENCING_STATS_FILE_TMP);
+}
+
+/* Log why the statistics file is ignored (it is removed after). */
+static void
+ReportBadStatsFile(const char *detail)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("ignoring the fencing statistics file \"%s\"", FENCING_STATS_FILE),
+			 errdetail_internal("%s", detail),
+			 errhint("The counters of fencing.stats, fencing.idempotency_stats and fencing.lease_stats start from zero.")));
+}
+
+/*
+ * Load FENCING_STATS_FILE into the fresh shared state, then remove it.
+ * The whole file is checked (size, header, checksum) before anything is
+ * taken from it: it is used entirely or not at all.  Entries that no
+ * longer fit (a smaller fencing.stats_max_* than when it was saved) go to
+ * the overflow entries, or for grant ends, are left out.
+ */
+static void
+LoadStatsFile(void)
+{
+	struct stat st;
+	char	   *data = NULL;
+	int			fd;
+	FileReader	r;
+	uint32		ntables;
+	uint32		ndbs;
+	uint32		nends;
+	uint64		expected;
+	pg_crc32c	crc;
+	uint32		saved_crc;
+	uint32		u;
+	int			i;
+
+	if (stat(FENCING_STATS_FILE, &st) != 0)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not stat file \"%s\": %m", FENCING_STATS_FILE)));
+		return;
+	}
+
+	/* saved at a clean shutdown: after a crash, counters start from zero */
+	if (!ShutdownWasClean())
+	{
+		ereport(LOG,
+				(errmsg("discarding the fencing statistics file \"%s\": the server did not shut down cleanly since it was written",
+						FENCING_STATS_FILE)));
+		goto done;
+	}
+
+	if (st.st_size < (off_t) (FILE_FIXED_SIZE + sizeof(uint32)) ||
+		st.st_size > (off_t) MaxAllocSize)
+	{
+		ReportBadStatsFile(psprintf("Its size, %lld bytes, is not that of a fencing statistics file.",
+									(long long) st.st_size));
+		goto done;
+	}
+
+	fd = OpenTransientFile(FENCING_STATS_FILE, O_RDONLY | PG_BINARY);
+	if (fd < 0)
+	{
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not open file \"%s\": %m", FENCING_STATS_FILE)));
+		goto done;
+	}
+	data = palloc(st.st_size);
+	errno = 0;
+	if (read(fd, data, st.st_size) != st.st_size)
+	{
+		CloseTransientFile(fd);
+		ReportBadStatsFile("It could not be read whole.");
+		goto done;
+	}
+	CloseTransientFile(fd);
+
+	r.p = data;
+	r.end = data + st.st_size;
+	if (GetU32(&r) != FENCING_STATS_MAGIC)
+	{
+		ReportBadStatsFile("Its header is not that of a fencing statistics file.");
+		goto done;
+	}
+	u = GetU32(&r);
+	if (u != FENCING_STATS_FORMAT)
+	{
+		ReportBadStatsFile(psprintf("It is in format %u; this version of fencing reads format %u.",
+									u, FENCING_STATS_FORMAT));
+		goto done;
+	}
+	ntables = GetU32(&r);
+	ndbs = GetU32(&r);
+	nends = GetU32(&r);
+	expected = (uint64) FILE_FIXED_SIZE +
+		(uint64) ntables * TABLE_RECORD_SIZE +
+		(uint64) ndbs * LEASE_RECORD_SIZE +
+		(uint64) nends * END_RECORD_SIZE + sizeof(uint32);
+	if (expected != (uint64) st.st_size)
+	{
+		ReportBadStatsFile(psprintf("It has %lld bytes where its header announces %llu: it is truncated or damaged.",
+									(long long) st.st_size,
+									(unsigned long long) expected));
+		goto done;
+	}
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, st.st_size - sizeof(uint32));
+	FIN_CRC32C(crc);
+	memcpy(&saved_crc, data + st.st_size - sizeof(uint32), sizeof(uint32));
+	if (!EQ_CRC32C(crc, saved_crc))
+	{
+		ReportBadStatsFile("Its checksum does not match its contents.");
+		goto done;
+	}
+
+	/* all checked: take the counters */
+	for (i = 0; i < FENCING_IDEM_NCOUNTERS; i++)
+		pg_atomic_write_u64(&fstate->idem[i], GetU64(&r));
+	for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
+		pg_atomic_write_u64(&fstate->overflow.counters[i], GetU64(&r));
+	(void) GetU32(&r);			/* the overflow's dbid */
+	AddLeaseRecord(&fstate->lease_overflow, &r);
+
+	for (u = 0; u < ntables; u++)
+	{
+		FencingStatsKey key;
+		FencingTableStats *entry = NULL;
+		bool		found;
+
+		key.dbid = GetU32(&r);
+		key.relid = GetU32(&r);
+		if (hash_get_num_entries(fhash) < fencing_stats_max_tables)
+			entry = hash_search(fhash, &key, HASH_ENTER_NULL, &found);
+		if (entry == NULL)
+			entry = &fstate->overflow;
+		else if (!found)
+			InitCounters(entry);
+		for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
+			pg_atomic_fetch_add_u64(&entry->counters[i], GetU64(&r));
+	}
+	for (u = 0; u < ndbs; u++)
+	{
+		Oid			dbid = GetU32(&r);
+		FencingLeaseStats *entry = NULL;
+		bool		found;
+
+		if (hash_get_num_entries(lhash) < fencing_stats_max_databases)
+			entry = hash_search(lhash, &dbid, HASH_ENTER_NULL, &found);
+		if (entry == NULL)
+			entry = &fstate->lease_overflow;
+		else if (!found)
+			InitLeaseStats(entry, dbid);
+		AddLeaseRecord(entry, &r);
+	}
+	for (u = 0; u < nends; u++)
+	{
+		FencingLeaseEndKey key;
+		FencingLeaseEnd *end = NULL;
+		Fence		ended;
+		bool		found;
+
+		memset(&key, 0, sizeof(key));
+		key.dbid = GetU32(&r);
+		key.namehash = GetU64(&r);
+		ended.epoch = (int64) GetU64(&r);
+		ended.counter = (int64) GetU64(&r);
+		if (hash_get_num_entries(ehash) < fencing_stats_max_leases)
+			end = hash_search(ehash, &key, HASH_ENTER_NULL, &found);
+		if (end != NULL && (!found || FenceCmp(&ended, &end->ended) > 0))
+			end->ended = ended;
+	}
+	Assert(r.p == r.end - sizeof(uint32));
+
+done:
+	if (data != NULL)
+		pfree(data);
+
+	/*
+	 * Remove the file, good or bad: it describes the server as it stopped,
+	 * and must not come back after a crash of this run, nor travel with a
+	 * copy of the data directory.  The next clean shutdown writes it anew.
+	 */
+	if (unlink(FENCING_STATS_FILE) != 0 && errno != ENOENT)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", FENCING_STATS_FILE)));
 }

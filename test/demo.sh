@@ -51,7 +51,9 @@
 # the payment call, DEMO_RETRY_MS=50 how often a waiting worker retries the
 # lock, DEMO_BACKOFF_MS=250 how often a worker retries a key in progress
 # (SF004); DEMO_EPOCH=0 the Redis tokens' epoch; FENCING_KEEP=1 keeps the
-# scratch directory (logs, timelines).
+# scratch directory (logs, timelines); DEMO_SCRAPE=1 prints, after run 3,
+# the fencing metrics that Prometheus would scrape from Debian's
+# prometheus-postgres-exporter with monitoring/'s query file.
 #
 # Adding a scene: a schema in test/demo/schema.sql named after the scene,
 # the write in test/demo/scenes/SCENE.sql (or in steps, each its own
@@ -561,6 +563,20 @@ compare_more() {
     printf "$row" "refunds the payment provider sent" "${PSP_SENT:-?} (40.00)" "-" "-"
 }
 
+# DEMO_SCRAPE=1: the fencing metrics of one scrape of the exporter
+# (test/lib/exporter.sh), as Prometheus would see them after WHEN.
+scrape_after() {
+    [ -n "${DEMO_SCRAPE:-}" ] || return 0
+    . "$here/lib/exporter.sh"
+    if ! fencing_exporter_install || ! fencing_exporter_start shop; then
+        fencing_log "DEMO_SCRAPE: the exporter did not start"
+        return 0
+    fi
+    printf '\n--- prometheus-postgres-exporter, one scrape after %s (fencing_ metrics) ---\n' "$1"
+    fencing_exporter_fencing | grep -v '^#'
+    fencing_exporter_stop
+}
+
 # ---------------------------------------------------------------------------
 # The play
 # ---------------------------------------------------------------------------
@@ -572,7 +588,7 @@ scene_incident fenced "Run 1: with fencing: SET fence = fencing.advance(fence, t
 scene_incident unfenced "Run 2: without fencing: the same workers, no fence column" &&
     expect_unfenced
 scene_incident guarded "Run 3: with the guard: run 2's code + SET LOCAL fencing.token, tables protected" &&
-    show_stats guarded && expect_guarded
+    show_stats guarded && scrape_after "run 3" && expect_guarded
 
 scene_idem "Run 4: an idempotency key: refund r-2 through a payment provider, A frozen before it books" &&
     expect_idem

@@ -1,6 +1,6 @@
 -- The catalog shape of the leases (SPEC section 7).
 BEGIN;
-SELECT plan(24);
+SELECT plan(26);
 
 SELECT has_table('fencing', 'leases', 'fencing.leases exists');
 SELECT col_is_pk('fencing', 'leases', 'name', 'leases is keyed by name');
@@ -9,6 +9,8 @@ SELECT col_type_is('fencing', 'leases', 'holder', 'text', 'leases.holder is text
 SELECT col_type_is('fencing', 'leases', 'token', 'fencing.fence', 'leases.token is a fence');
 SELECT col_type_is('fencing', 'leases', 'granted_at', 'timestamp with time zone', 'leases.granted_at is timestamptz');
 SELECT col_type_is('fencing', 'leases', 'expires_at', 'timestamp with time zone', 'leases.expires_at is timestamptz');
+SELECT col_type_is('fencing', 'leases', 'owner', 'regrole', 'leases.owner is a role');
+SELECT col_not_null('fencing', 'leases', 'owner', 'every lease has an owner');
 SELECT has_table('fencing', 'epoch_state', 'fencing.epoch_state exists');
 SELECT col_type_is('fencing', 'protected', 'lease', 'text', 'protected.lease is text');
 
@@ -26,8 +28,8 @@ SELECT is((SELECT count(*)::int FROM pg_proc
             WHERE proname = 'protect' AND pronamespace = 'fencing'::regnamespace),
           1, 'protect() has one signature');
 
-SELECT table_privs_are('fencing', 'leases', 'public', ARRAY['SELECT'],
-                       'PUBLIC may only read fencing.leases');
+SELECT table_privs_are('fencing', 'leases', 'public', ARRAY[]::text[],
+                       'PUBLIC may not read fencing.leases: tokens are capabilities');
 SELECT table_privs_are('fencing', 'epoch_state', 'public', ARRAY['SELECT'],
                        'PUBLIC may only read fencing.epoch_state');
 SELECT function_privs_are('fencing', 'bump_epoch', ARRAY[]::text[], 'public', ARRAY[]::text[],

@@ -1,0 +1,67 @@
+# test/lib/exporter.sh: Debian's prometheus-postgres-exporter with the
+# query file of monitoring/, for the monitoring suite and the demo.  Source
+# it after test/lib/common.sh; it defines functions and changes nothing
+# until they are called.
+#
+#   fencing_exporter_install     install the exporter, promtool and curl (apt)
+#   fencing_exporter_start DB    start the exporter as the postgres OS user
+#                                against database DB of the cluster at
+#                                $PGPORT, on a free port of 127.0.0.1; sets
+#                                FENCING_EXPORTER_URL and _PID
+#   fencing_exporter_scrape      print one scrape of /metrics
+#   fencing_exporter_fencing     ... only its fencing_ lines
+#   fencing_exporter_stop        stop the exporter started (by its pid)
+
+FENCING_EXPORTER_PID=
+FENCING_EXPORTER_URL=
+
+fencing_exporter_install() {
+    local missing=() p
+    for p in prometheus-postgres-exporter prometheus curl; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+            || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    fencing_log "installing: ${missing[*]} (prometheus for promtool)"
+    fencing_apt_install "${missing[@]}"
+}
+
+fencing_exporter_start() {
+    local db=$1 port dir=$FENCING_WORK/exporter i
+    mkdir -p "$dir"
+    cp "$FENCING_ROOT/monitoring/postgres-exporter-queries.yaml" "$dir/queries.yaml"
+    chown -R postgres: "$dir"
+    port=$(fencing_free_port)
+    # the shell writes its pid and execs the exporter: the pid is the
+    # exporter's, to be stopped by it alone
+    runuser -u postgres -- env \
+        DATA_SOURCE_NAME="host=127.0.0.1 port=$PGPORT user=postgres dbname=$db sslmode=disable" \
+        sh -c 'echo $$ > "$1/pid"; exec prometheus-postgres-exporter \
+                 --web.listen-address="127.0.0.1:$2" \
+                 --extend.query-path="$1/queries.yaml" \
+                 --disable-settings-metrics --log.level=warn' \
+        sh "$dir" "$port" >"$dir/exporter.log" 2>&1 &
+    FENCING_EXPORTER_URL=http://127.0.0.1:$port/metrics
+    for i in $(seq 1 100); do
+        [ -s "$dir/pid" ] && FENCING_EXPORTER_PID=$(cat "$dir/pid")
+        curl -sf -o /dev/null "$FENCING_EXPORTER_URL" && return 0
+        sleep 0.2
+    done
+    cat "$dir/exporter.log" >&2
+    return 1
+}
+
+fencing_exporter_scrape() {
+    curl -sf "$FENCING_EXPORTER_URL"
+}
+
+fencing_exporter_fencing() {
+    fencing_exporter_scrape | grep -E '^(# (HELP|TYPE) )?fencing_'
+}
+
+fencing_exporter_stop() {
+    if [ -n "$FENCING_EXPORTER_PID" ]; then
+        kill "$FENCING_EXPORTER_PID" 2>/dev/null
+        FENCING_EXPORTER_PID=
+    fi
+}
