@@ -12,17 +12,19 @@ MODULE_big = fencing
 OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
-	src/scopes_1_0.o src/guard.o src/ddl_guard.o
+	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
 OBJS_STATS = src/stats.o
 
 OBJS_IDEM = src/idempotency.o
 
+OBJS_DIRECT = src/direct.o
+
 OBJS_LEASE = src/lease.o
 
 OBJS_CITUS = src/citus.o
 
-OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_LEASE) $(OBJS_CITUS)
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
@@ -31,11 +33,12 @@ DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
 REGRESS_CORE = fence_type fence_input advance
 
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
-	guard_paths guard_privileges guard_bypass guard_ddl
+	guard_paths guard_privileges guard_bypass guard_ddl \
+	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy
 
 REGRESS_STATS = stats stats_forget
 
-REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats
+REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_owner idem_update idem_direct
 
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
@@ -46,9 +49,10 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race \
+	ddl_guard_race ddl_guard_locks
 
-ISOLATION_IDEM = idem_begin_race idem_resume_race
+ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
 
 ISOLATION_LEASE = lease_acquire_race lease_renew_race
 

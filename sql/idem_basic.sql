@@ -89,8 +89,11 @@ SELECT running, running_unowned, done, expired_awaiting_purge,
   FROM fencing.idempotency_summary;
 
 -- Expired keys count as absent before purge; purge deletes them.
-SELECT state, token FROM fencing.idem_begin('tmp:1', '{}', retention => '500 milliseconds');
-SELECT state, token FROM fencing.idem_begin('tmp:2', '{}', retention => '500 milliseconds') \gset
+-- (a key must outlive its lease: a short retention needs a short lease)
+SELECT state, token FROM fencing.idem_begin('tmp:1', '{}', lease => '100 milliseconds',
+                                            retention => '500 milliseconds');
+SELECT state, token FROM fencing.idem_begin('tmp:2', '{}', lease => '100 milliseconds',
+                                            retention => '500 milliseconds') \gset
 \echo :state :token
 SELECT fencing.idem_complete('tmp:2', :'token', '"first"');
 SELECT pg_sleep(0.6);
@@ -104,7 +107,8 @@ SELECT running, done, expired_awaiting_purge FROM fencing.idempotency_summary;
 
 -- purge in batches
 SELECT count(*) FROM generate_series(1, 5) AS g,
-       LATERAL fencing.idem_begin('batch:' || g, '{}', retention => '1 millisecond');
+       LATERAL fencing.idem_begin('batch:' || g, '{}', lease => '1 millisecond',
+                                   retention => '1 millisecond');
 SELECT pg_sleep(0.02);
 SELECT fencing.idem_purge(2), fencing.idem_purge(2), fencing.idem_purge(2), fencing.idem_purge(2);
 

@@ -76,7 +76,8 @@ SELECT fencing.idem_abandon('order:4', :'token');
 SELECT fencing.idem_complete('order:4', :'token', '{}');
 -- keys that do not exist, or have expired
 SELECT fencing.idem_complete('no-such-key', '1:1', '{}');
-SELECT state, token FROM fencing.idem_begin('order:5', '{}', retention => '1 millisecond') \gset
+SELECT state, token FROM fencing.idem_begin('order:5', '{}', lease => '1 millisecond',
+                                            retention => '1 millisecond') \gset
 SELECT pg_sleep(0.01);
 SELECT fencing.idem_checkpoint('order:5', :'token', 'too late');
 

@@ -66,11 +66,13 @@ SELECT state, token, recovery_point, expires_at >= :'first_expiry' AS kept
 SELECT locked_until - updated_at AS lease, expires_at = :'first_expiry' AS same_expiry
   FROM fencing.idempotency_keys WHERE key = 'refund:8845';
 
--- A key that expired while its owner was still running: it counts as
--- absent, a new incarnation starts with a new epoch, and the old owner
--- is refused.
+-- A key that expired before its owner completed it: it counts as absent,
+-- a new incarnation starts with a new epoch, and the old owner is refused.
+-- (The key cannot expire while the lease runs: idem_begin refuses a
+-- retention shorter than the lease, see idem_owner.)
 SELECT state, token AS old_token
-  FROM fencing.idem_begin('refund:8846', '{}', retention => '1 millisecond') \gset
+  FROM fencing.idem_begin('refund:8846', '{}', lease => '1 millisecond',
+                          retention => '1 millisecond') \gset
 SELECT pg_sleep(0.01);
 SELECT state, token AS new_token, recovery_point
   FROM fencing.idem_begin('refund:8846', '{}') \gset
@@ -82,7 +84,8 @@ SELECT state, result FROM fencing.idem_begin('refund:8846', '{}');
 
 -- Even after a purge, a key's next incarnation never reuses a claim.
 SELECT state, token AS old_token
-  FROM fencing.idem_begin('refund:8847', '{}', retention => '1 millisecond') \gset
+  FROM fencing.idem_begin('refund:8847', '{}', lease => '1 millisecond',
+                          retention => '1 millisecond') \gset
 SELECT pg_sleep(0.01);
 SELECT fencing.idem_purge() > 0 AS purged;
 SELECT state, token AS new_token FROM fencing.idem_begin('refund:8847', '{}') \gset

@@ -21,8 +21,9 @@ SELECT fencing.idem_purge();
 SELECT running, done FROM fencing.idempotency_summary;
 RESET ROLE;
 
--- Keys are global to the database: another role sees the same key (and
--- without the claim token cannot touch it).
+-- Keys are global to the database, and belong to the role that began
+-- them: another role can do nothing with one (42501), and learns neither
+-- its claim nor whether its request matched (idem_owner has the rest).
 SET ROLE regress_idem_other;
 SELECT * FROM fencing.idem_begin('app:1', '{"n": 1}', wait => false);
 SELECT * FROM fencing.idem_begin('app:1', '{"n": 2}');

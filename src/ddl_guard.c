@@ -2,26 +2,52 @@
  *
  * ddl_guard.c
  *	  Guarding the guard: the event triggers that keep a protected table's
- *	  fencing triggers in place.
+ *	  fencing triggers in place, and the trees of protected tables whole.
  *
- * fencing.ddl_guard_start() (ddl_command_start) refuses with SF005 the DDL
- * that would lower a protected table's protection: disabling, re-moding,
- * dropping or renaming its fencing triggers, and dropping, retyping or
- * renaming its fence or key columns.  Only changes that lower protection
- * are refused, so that pg_restore (CREATE TRIGGER, then ENABLE ALWAYS
- * TRIGGER) and ordinary schema changes keep working.  protect() and
- * unprotect() run their own DDL with FencingDdlGuardSuspended set.
+ * What is refused (SF005, unless done through protect() or unprotect(),
+ * which run their own DDL with FencingDdlGuardSuspended set):
+ *   - disabling, re-moding, dropping, renaming or replacing a guard
+ *     trigger (CREATE OR REPLACE TRIGGER with its name), or making it
+ *     depend on an extension;
+ *   - a BEFORE ROW trigger that would fire after the guard (they fire in
+ *     the byte order of their names), however it arrives: CREATE TRIGGER
+ *     (also on an unprotected partitioned ancestor, cloned down), ALTER
+ *     TRIGGER ... RENAME, ATTACH PARTITION or INHERIT of a table that has
+ *     one, CREATE TABLE ... PARTITION OF or INHERITS;
+ *   - dropping, retyping or renaming the fence or a key column, by any
+ *     route (the sql_drop trigger sees columns dropped by DROP DOMAIN,
+ *     DROP TYPE, DROP COLLATION, DROP EXTENSION ... CASCADE);
+ *   - a DEFAULT or identity on the fence column; ALTER COLUMN ... TYPE ...
+ *     USING (or SET EXPRESSION) on any column, which rewrites existing rows
+ *     without a token; a table joining a protected tree with a default on
+ *     its fence column or a generated fence or key column.
+ * Only changes that lower protection are refused: pg_restore (CREATE
+ * TRIGGER, then ENABLE ALWAYS TRIGGER) and other schema changes work.
  *
- * fencing.ddl_guard_end() (ddl_command_end) guards the partitions created
- * or attached under a protected table (the row trigger is cloned by
- * PostgreSQL, the TRUNCATE trigger is not, and both must fire ALWAYS), and
- * keeps a detached partition protected on its own with its parent's
- * settings: nothing but unprotect() takes a table out of protection.
+ * What is done: partitions and inheritance children created, attached or
+ * inherited under a protected table get both guard triggers, enabled
+ * ALWAYS, and the rows an attached or inheriting table brings advance the
+ * scope fences (SeedScopesFrom); a partition detached or a child
+ * disinherited stays protected on its own, with the same settings.
  *
- * fencing.ddl_guard_drop() (sql_drop) removes dropped tables from
- * fencing.protected.  Their fences in fencing.scopes stay: a table created
- * again under the same name and protected again must not accept tokens
- * older than those its predecessor accepted.
+ * Locking.  Nothing here locks a relation that is not protected, and no
+ * lock stronger than the command's own is taken.  ddl_command_start only
+ * looks (no lock) and refuses early what it can see; ddl_command_end
+ * checks again, under the locks the command took, whose conflict with
+ * protect()'s ShareRowExclusiveLock means that a protect() either
+ * committed before (and is seen now) or waits for this transaction (and
+ * then finds the command's result and validates it).  The answer to "is
+ * this relation protected?" is cached per relation (protection.c), so DDL
+ * on unprotected tables pays a few hash look-ups.  A database whose
+ * event triggers are still those of 1.0, where ddl_command_end does not
+ * fire for CREATE TRIGGER, ALTER TRIGGER and ALTER FOREIGN TABLE, gets the
+ * 1.0 behaviour for those: the target is locked in the command's own mode
+ * before the check.
+ *
+ * fencing.ddl_guard_drop() (sql_drop) runs SQL only when a protected table
+ * itself was dropped (to forget it; its fences in the scopes stay): it
+ * reads the dropped objects through the C function behind
+ * pg_event_trigger_dropped_objects(), without SPI.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,45 +58,67 @@
 #include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
-#include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
+#include "commands/extension.h"
+#include "commands/tablecmds.h"
 #include "commands/trigger.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/execnodes.h"
+#include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "parser/parse_func.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/evtcache.h"
 #include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
+#include "utils/tuplestore.h"
 
 #include "fencing.h"
 
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_start);
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_end);
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_drop);
+PG_FUNCTION_INFO_V1(fencing_protected_changed);
 
-/* One row of fencing.protected, as the DDL guard needs it. */
+/* What the DDL guard needs of a protection. */
 typedef struct Protection
 {
-	Oid			relid;
+	Oid			relid;			/* the table named in fencing.protected */
 	char	   *fence_column;
 	int			nkeys;			/* -1: row scope */
 	char	  **key_columns;
-	bool		strict;
-	char	   *scope_name;
 } Protection;
 
-/* The lock taken on a table before deciding whether DDL on it is allowed. */
-#define DDL_GUARD_LOCKMODE	ShareRowExclusiveLock
+/* The shape of the two guard triggers (pg_trigger.tgtype) */
+#define GUARD_TGTYPE	(TRIGGER_TYPE_ROW | TRIGGER_TYPE_BEFORE | \
+						 TRIGGER_TYPE_INSERT | TRIGGER_TYPE_DELETE | \
+						 TRIGGER_TYPE_UPDATE)
+#define TRUNCATE_TGTYPE	(TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_TRUNCATE)
+
+/* Which phase of the command a check runs in. */
+typedef enum GuardPhase
+{
+	PHASE_START,				/* ddl_command_start: no lock, early refusal */
+	PHASE_END					/* ddl_command_end: under the command's locks */
+} GuardPhase;
 
 /* Stop with a protocol violation unless called as an event trigger. */
 static void
@@ -83,114 +131,45 @@ CheckEventTriggerCall(FunctionCallInfo fcinfo, const char *name)
 						name)));
 }
 
-/* The OID of fencing.protected, or InvalidOid while it does not exist. */
-static Oid
-ProtectedTableOid(void)
+/* The schema-qualified, quoted name of a relation. */
+static char *
+QualifiedName(Oid relid)
 {
-	Oid			nsp = get_namespace_oid("fencing", true);
+	char	   *name = get_rel_name(relid);
 
-	if (!OidIsValid(nsp))
-		return InvalidOid;
-	return get_relname_relid("protected", nsp);
+	if (name == NULL)
+		return psprintf("%u", relid);
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  name);
+}
+
+/* The name of a relation for messages (it may have gone meanwhile). */
+static const char *
+RelName(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+
+	return name ? name : "?";
 }
 
 /*
- * Read fencing.protected (as the extension owner, so that revoked
- * privileges cannot blind the guard).  Returns a list of Protection.
+ * The protection covering relid (its own, or that of an ancestor), or
+ * NULL.  The cheap, cached question first.
  */
-static List *
-LoadProtections(void)
-{
-	List	   *result = NIL;
-	FencingSavedUser saved;
-	int			rc;
-	uint64		i;
-	MemoryContext outer = CurrentMemoryContext;
-
-	if (!OidIsValid(ProtectedTableOid()))
-		return NIL;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	FencingBecomeOwner(&saved);
-	rc = SPI_execute("SELECT relid::pg_catalog.oid, fence_column, key_columns, "
-					 "strict, scope_name FROM fencing.protected", true, 0);
-	FencingRestoreUser(&saved);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read fencing.protected: %s",
-			 SPI_result_code_string(rc));
-
-	for (i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		MemoryContext spicxt;
-		Protection *p;
-		bool		isnull;
-		Datum		keys;
-
-		spicxt = MemoryContextSwitchTo(outer);
-		p = palloc0(sizeof(Protection));
-		p->relid = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
-		p->fence_column = pstrdup(NameStr(*DatumGetName(SPI_getbinval(tup, desc, 2, &isnull))));
-		keys = SPI_getbinval(tup, desc, 3, &isnull);
-		p->nkeys = -1;
-		if (!isnull)
-		{
-			Datum	   *elems;
-			int			k;
-
-			deconstruct_array(DatumGetArrayTypeP(keys), NAMEOID, NAMEDATALEN,
-							  false, TYPALIGN_CHAR, &elems, NULL, &p->nkeys);
-			p->key_columns = palloc(sizeof(char *) * Max(p->nkeys, 1));
-			for (k = 0; k < p->nkeys; k++)
-				p->key_columns[k] = pstrdup(NameStr(*DatumGetName(elems[k])));
-		}
-		p->strict = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-		p->scope_name = TextDatumGetCString(SPI_getbinval(tup, desc, 5, &isnull));
-		result = lappend(result, p);
-		MemoryContextSwitchTo(spicxt);
-	}
-	SPI_finish();
-	return result;
-}
-
-/* The entry of protections naming relid itself, or NULL. */
 static Protection *
-FindProtection(List *protections, Oid relid)
+ProtectionOf(Oid relid)
 {
-	ListCell   *lc;
-
-	foreach(lc, protections)
-	{
-		Protection *p = lfirst(lc);
-
-		if (p->relid == relid)
-			return p;
-	}
-	return NULL;
-}
-
-/* The protection covering relid: its own, or that of a partition ancestor. */
-static Protection *
-ProtectionOf(List *protections, Oid relid)
-{
+	Oid			through = FencingProtectedBy(relid);
 	Protection *p;
-	ListCell   *lc;
 
-	if (protections == NIL)
+	if (!OidIsValid(through))
 		return NULL;
-	p = FindProtection(protections, relid);
-	if (p != NULL)
-		return p;
-	if (!get_rel_relispartition(relid))
-		return NULL;
-	foreach(lc, get_partition_ancestors(relid))
-	{
-		p = FindProtection(protections, lfirst_oid(lc));
-		if (p != NULL)
-			return p;
-	}
-	return NULL;
+	p = palloc0(sizeof(Protection));
+	p->relid = through;
+	if (!FencingProtectionColumns(through, &p->fence_column, &p->nkeys,
+								  &p->key_columns))
+		return NULL;			/* gone meanwhile */
+	return p;
 }
 
 /* Is colname the fence column ("fence") or a key column ("key") of p? */
@@ -201,7 +180,7 @@ ColumnRole(Protection *p, const char *colname)
 
 	if (colname == NULL)
 		return NULL;
-	if (strcmp(colname, p->fence_column) == 0)
+	if (p->fence_column != NULL && strcmp(colname, p->fence_column) == 0)
 		return "fence";
 	for (k = 0; k < p->nkeys; k++)
 		if (strcmp(colname, p->key_columns[k]) == 0)
@@ -209,9 +188,9 @@ ColumnRole(Protection *p, const char *colname)
 	return NULL;
 }
 
-/* Is name one of the fencing triggers? */
+/* Is name one of the guard triggers' names? */
 static bool
-IsFencingTrigger(const char *name)
+IsGuardName(const char *name)
 {
 	return name != NULL &&
 		(strcmp(name, FENCING_GUARD_TRIGGER) == 0 ||
@@ -219,38 +198,63 @@ IsFencingTrigger(const char *name)
 }
 
 /*
+ * Would a BEFORE ROW trigger of this name fire after the guard?  They fire
+ * in the order of their names, compared byte by byte (the "C" order of
+ * the name type): "zz_fencing_guard_x", "é" and "zzz" all come after it.
+ */
+static bool
+FiresAfterGuard(const char *name)
+{
+	return name != NULL && strcmp(name, FENCING_GUARD_TRIGGER) > 0;
+}
+
+/* The hint naming the table to unprotect. */
+static char *
+UnprotectHint(Protection *p)
+{
+	return psprintf("Call fencing.unprotect('%s') first.", QualifiedName(p->relid));
+}
+
+/* ", a partition of ..." or ", an inheritance child of ..." when not p itself. */
+static char *
+Through(Oid relid, Protection *p)
+{
+	if (p->relid == relid)
+		return "";
+	if (FencingProtectedBy(relid) != p->relid)
+		return psprintf(" (about to join protected table \"%s\")", RelName(p->relid));
+	if (get_rel_relispartition(relid))
+		return psprintf(" (a partition of protected table \"%s\")", RelName(p->relid));
+	return psprintf(" (an inheritance child of protected table \"%s\")", RelName(p->relid));
+}
+
+/*
  * Raise SF005 for DDL on relid, protected by p.  what is the primary
- * message ("cannot drop trigger ..."), without the table name; column, when
+ * message without the table ("cannot drop trigger ..."); column, when
  * given, goes into the error fields.
  */
 static void
 ReportGuardAltered(Oid relid, Protection *p, const char *what,
 				   const char *column, const char *why)
 {
-	Relation	rel = relation_open(relid, AccessShareLock);
-	char	   *relname = RelationGetRelationName(rel);
-	char	   *through = "";
+	Relation	rel = try_relation_open(relid, AccessShareLock);
 	int			attnum = InvalidAttrNumber;
 
-	if (p->relid != relid)
-		through = psprintf(" (a partition of \"%s\")", get_rel_name(p->relid));
 	if (column != NULL)
 		attnum = get_attnum(relid, column);
-
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-			 errmsg("%s of protected table \"%s\"", what, relname),
+			 errmsg("%s of protected table \"%s\"", what, RelName(relid)),
 			 errdetail("Table \"%s\"%s is protected by fencing: %s",
-					   relname, through, why),
-			 errhint("Call fencing.unprotect('%s') first.",
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->relid)),
-												get_rel_name(p->relid))),
+					   RelName(relid), Through(relid, p), why),
+			 errhint("%s", UnprotectHint(p)),
+			 rel == NULL ? 0 :
 			 attnum > 0 ? errtablecol(rel, attnum) : errtable(rel)));
 }
 
 /* Refuse if colname is the fence or a key column of relid (protected by p). */
 static void
-CheckColumnDdl(Oid relid, Protection *p, const char *colname, const char *verb)
+CheckKeyOrFence(Oid relid, Protection *p, const char *colname, const char *verb)
 {
 	const char *role = ColumnRole(p, colname);
 
@@ -264,11 +268,11 @@ CheckColumnDdl(Oid relid, Protection *p, const char *colname, const char *verb)
 					   psprintf("column \"%s\" is a key column of its fence scope.", colname));
 }
 
-/* Refuse a change of relid's fencing trigger trigname (protected by p). */
+/* Refuse a change of relid's guard trigger trigname (protected by p). */
 static void
-CheckTriggerDdl(Oid relid, Protection *p, const char *trigname, const char *verb)
+CheckGuardTriggerDdl(Oid relid, Protection *p, const char *trigname, const char *verb)
 {
-	if (!IsFencingTrigger(trigname))
+	if (!IsGuardName(trigname))
 		return;
 	ReportGuardAltered(relid, p,
 					   psprintf("cannot %s trigger \"%s\"", verb, trigname),
@@ -276,102 +280,324 @@ CheckTriggerDdl(Oid relid, Protection *p, const char *trigname, const char *verb
 					   "its fencing triggers check every write.");
 }
 
+/* Raise SF005 for a BEFORE ROW trigger firing after the guard. */
+static void
+ReportLateTrigger(Oid relid, Protection *p, const char *trigname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("trigger \"%s\" would fire after the fencing guard of protected table \"%s\"",
+					trigname, RelName(relid)),
+			 errdetail("BEFORE ROW triggers fire in the byte order of their names; one named after \"%s\" could change a row after the guard checked it, for example lower its fence.%s",
+					   FENCING_GUARD_TRIGGER,
+					   p->relid != relid ?
+					   psprintf(" Table \"%s\"%s.", RelName(relid), Through(relid, p)) : ""),
+			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s') first.",
+					 FENCING_GUARD_TRIGGER, QualifiedName(p->relid))));
+}
+
 /*
- * The relations a command on relid reaches: relid and, unless ONLY was
- * given, its inheritance children and partitions (locked).
+ * relid and, when recurse and it has any, every partition and inheritance
+ * child at any level (not locked: the command locks what it reaches).
  */
 static List *
-CommandTree(Oid relid, bool inh)
+Reach(Oid relid, bool recurse)
 {
-	if (!inh || !has_subclass(relid))
+	if (!recurse || !has_subclass(relid))
 		return list_make1_oid(relid);
-	return find_all_inheritors(relid, DDL_GUARD_LOCKMODE, NULL);
+	return find_all_inheritors(relid, NoLock, NULL);
 }
 
-/*
- * Look up rv for a check, or return InvalidOid when the check is not ours
- * to make: the relation is missing (IF EXISTS; PostgreSQL reports the
- * rest) or the current user does not own it (PostgreSQL refuses with
- * 42501).  The relation is locked, so that protect() cannot run between
- * the check and the command.
- */
-static Oid
-LockTarget(RangeVar *rv)
-{
-	Oid			relid = RangeVarGetRelid(rv, NoLock, true);
-
-	if (!OidIsValid(relid) || !FencingOwnsRelation(relid, GetUserId()))
-		return InvalidOid;
-	LockRelationOid(relid, DDL_GUARD_LOCKMODE);
-	return relid;
-}
-
-/*
- * LockTarget for CREATE TRIGGER, which needs only the TRIGGER privilege,
- * not ownership: a role granted TRIGGER on a protected table must not get
- * past the check because it does not own the table.
- */
-static Oid
-LockTriggerTarget(RangeVar *rv)
-{
-	Oid			relid = RangeVarGetRelid(rv, NoLock, true);
-
-	if (!OidIsValid(relid) ||
-		(!FencingOwnsRelation(relid, GetUserId()) &&
-		 pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK))
-		return InvalidOid;
-	LockRelationOid(relid, DDL_GUARD_LOCKMODE);
-	return relid;
-}
-
-/* Does this ALTER TABLE subcommand need a look at fencing.protected? */
+/* Is pg_proc fn the extension's C function of that symbol? */
 static bool
-IsGuardedSubcommand(AlterTableCmd *cmd)
+IsFencingCFunction(Oid fn, const char *symbol)
 {
-	switch (cmd->subtype)
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	Form_pg_proc proc;
+	bool		isnull;
+	Datum		d;
+	bool		ok = false;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	if (proc->prolang == ClanguageId)
 	{
-		case AT_DropColumn:
-		case AT_AlterColumnType:
-		case AT_EnableTrig:
-		case AT_EnableReplicaTrig:
-		case AT_DisableTrig:
-		case AT_EnableTrigAll:
-		case AT_DisableTrigAll:
-		case AT_EnableTrigUser:
-		case AT_DisableTrigUser:
-		case AT_AttachPartition:
-		case AT_DetachPartition:
-			return true;
-		default:
-			return false;
+		d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+		ok = !isnull && strcmp(TextDatumGetCString(d), symbol) == 0;
+		d = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_probin, &isnull);
+		ok = ok && !isnull && strcmp(TextDatumGetCString(d), "$libdir/fencing") == 0;
+	}
+	ReleaseSysCache(tup);
+	return ok;
+}
+
+/*
+ * The triggers of relid in pg_trigger: call fn for each (in name order,
+ * the order they fire in).  The tuple is valid during the call only.
+ */
+typedef void (*TriggerVisitor) (Form_pg_trigger trig, HeapTuple tup, void *arg);
+
+static void
+ForEachTrigger(Oid relid, TriggerVisitor fn, void *arg)
+{
+	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		fn((Form_pg_trigger) GETSTRUCT(tup), tup, arg);
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+}
+
+/* Is this trigger tuple exactly a guard trigger (whatever its tgenabled)? */
+static bool
+HasGuardShape(Form_pg_trigger trig, HeapTuple tup)
+{
+	bool		row = strcmp(NameStr(trig->tgname), FENCING_GUARD_TRIGGER) == 0;
+
+	if (trig->tgtype != (row ? GUARD_TGTYPE : TRUNCATE_TGTYPE))
+		return false;
+	if (!IsFencingCFunction(trig->tgfoid, row ? "fencing_guard" : "fencing_guard_truncate"))
+		return false;
+	if (OidIsValid(trig->tgconstraint) || trig->tgattr.dim1 != 0)
+		return false;
+	if (!heap_attisnull(tup, Anum_pg_trigger_tgqual, NULL))
+		return false;
+	return true;
+}
+
+/* What CheckTriggerState found. */
+typedef struct TriggerState
+{
+	char	   *late;			/* a BEFORE ROW trigger firing after the guard */
+	char	   *misshapen;		/* a guard-named trigger that is not the guard */
+} TriggerState;
+
+static void
+VisitTriggerState(Form_pg_trigger trig, HeapTuple tup, void *arg)
+{
+	TriggerState *st = (TriggerState *) arg;
+	const char *name = NameStr(trig->tgname);
+
+	if (IsGuardName(name))
+	{
+		if (st->misshapen == NULL && !HasGuardShape(trig, tup))
+			st->misshapen = pstrdup(name);
+		return;
+	}
+	/* a guard itself may come later (Citus names a shard's guard_<shard>) */
+	if (st->late == NULL && TRIGGER_FOR_ROW(trig->tgtype) &&
+		TRIGGER_FOR_BEFORE(trig->tgtype) && FiresAfterGuard(name) &&
+		!IsFencingCFunction(trig->tgfoid, "fencing_guard"))
+		st->late = pstrdup(name);
+}
+
+/*
+ * The state of relid's triggers, whatever DDL led there: no BEFORE ROW
+ * trigger may fire after the guard, and a trigger with a guard's name
+ * must be that guard (its function, timing, events, no WHEN, no column
+ * list).  Enabled or not: pg_restore creates the triggers first and
+ * enables them ALWAYS in a second statement.
+ */
+static void
+CheckTriggerState(Oid relid, Protection *p)
+{
+	TriggerState st = {NULL, NULL};
+
+	ForEachTrigger(relid, VisitTriggerState, &st);
+	if (st.late != NULL)
+		ReportLateTrigger(relid, p, st.late);
+	if (st.misshapen != NULL)
+		ReportGuardAltered(relid, p,
+						   psprintf("trigger \"%s\" is not the fencing guard", st.misshapen),
+						   NULL,
+						   psprintf("a trigger named \"%s\" on it must be the guard that protect() installs, calling fencing.%s().",
+									st.misshapen,
+									strcmp(st.misshapen, FENCING_GUARD_TRIGGER) == 0 ?
+									"guard" : "guard_truncate"));
+}
+
+/*
+ * Columns of member (protected, or about to be, by p) that would let a
+ * write get past the guard: a default or a generation expression on the
+ * fence column gives a tokenless INSERT a token; a generated key column is
+ * computed after the guard checked it.  (The fence column is of type
+ * fencing.fence itself, never a domain over it, so no domain default can
+ * reach it: protect() refuses other types and ALTER COLUMN TYPE of it.)
+ * Returns a description, or NULL.
+ */
+static char *
+ColumnProblem(Oid member, const char *fence_column, int nkeys, char **key_columns,
+			  char **column)
+{
+	HeapTuple	tup;
+	Form_pg_attribute att;
+	char	   *problem = NULL;
+	int			k;
+
+	tup = SearchSysCacheAttName(member, fence_column);
+	if (HeapTupleIsValid(tup))
+	{
+		att = (Form_pg_attribute) GETSTRUCT(tup);
+		if (att->attgenerated != '\0')
+			problem = psprintf("fence column \"%s\" is a generated column", fence_column);
+		else if (att->atthasdef)
+			problem = psprintf("fence column \"%s\" has a default", fence_column);
+		else if (att->attidentity != '\0')
+			problem = psprintf("fence column \"%s\" is an identity column", fence_column);
+		/* a domain (and its default) cannot be: the type is fencing.fence */
+		ReleaseSysCache(tup);
+		if (problem != NULL)
+		{
+			*column = pstrdup(fence_column);
+			return problem;
+		}
+	}
+	for (k = 0; k < nkeys; k++)
+	{
+		tup = SearchSysCacheAttName(member, key_columns[k]);
+		if (!HeapTupleIsValid(tup))
+			continue;
+		att = (Form_pg_attribute) GETSTRUCT(tup);
+		if (att->attgenerated != '\0')
+			problem = psprintf("key column \"%s\" is a generated column", key_columns[k]);
+		ReleaseSysCache(tup);
+		if (problem != NULL)
+		{
+			*column = pstrdup(key_columns[k]);
+			return problem;
+		}
+	}
+	return NULL;
+}
+
+/* What CheckNewMember looks for on a table joining a protected tree. */
+static void
+VisitLateOnly(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *arg)
+{
+	char	  **late = (char **) arg;
+
+	if (*late == NULL && !IsGuardName(NameStr(trig->tgname)) &&
+		TRIGGER_FOR_ROW(trig->tgtype) && TRIGGER_FOR_BEFORE(trig->tgtype) &&
+		FiresAfterGuard(NameStr(trig->tgname)) &&
+		!IsFencingCFunction(trig->tgfoid, "fencing_guard"))
+		*late = pstrdup(NameStr(trig->tgname));
+}
+
+/*
+ * A table (and its own tree) about to be guarded under p: by ATTACH
+ * PARTITION, INHERIT, CREATE TABLE ... PARTITION OF / INHERITS.  Refuses
+ * a member protected on its own (one protection per tree, 55000), a
+ * foreign table (no TRUNCATE trigger, 0A000), a BEFORE ROW trigger firing
+ * after the guard and fence or key columns the guard cannot trust (SF005).
+ */
+static void
+CheckNewMembers(Oid newrel, Protection *p)
+{
+	ListCell   *lc;
+
+	foreach(lc, Reach(newrel, true))
+	{
+		Oid			member = lfirst_oid(lc);
+		Oid			own = FencingProtectedBy(member);
+		char	   *late = NULL;
+		char	   *column = NULL;
+		char	   *problem;
+
+		if (OidIsValid(own) && own != p->relid)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot make protected table \"%s\" part of protected table \"%s\"",
+							RelName(own), RelName(p->relid)),
+					 errdetail("A tree of partitions or inheritance children is protected as a whole, with the settings of one table."),
+					 errhint("Call fencing.unprotect('%s') first.", QualifiedName(own))));
+		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot make foreign table \"%s\" part of protected table \"%s\"",
+							RelName(member), RelName(p->relid)),
+					 errdetail("Foreign tables cannot have the TRUNCATE trigger of the fencing guard.")));
+		ForEachTrigger(member, VisitLateOnly, &late);
+		if (late != NULL)
+			ReportLateTrigger(member, p, late);
+		problem = ColumnProblem(member, p->fence_column, p->nkeys, p->key_columns, &column);
+		if (problem != NULL)
+			ReportGuardAltered(member, p,
+							   psprintf("cannot guard column \"%s\"", column),
+							   column,
+							   psprintf("%s, which would let a write past the guard.", problem));
 	}
 }
 
-/* Check one ALTER TABLE subcommand against relation relid, protected by p. */
+/*
+ * Check one ALTER TABLE subcommand against member, a relation it reaches
+ * that p protects.
+ */
 static void
-CheckSubcommand(AlterTableCmd *cmd, Oid relid, Protection *p)
+CheckSubcommand(AlterTableCmd *cmd, Oid member, Protection *p)
 {
 	switch (cmd->subtype)
 	{
 		case AT_DropColumn:
-			CheckColumnDdl(relid, p, cmd->name, "drop");
+			CheckKeyOrFence(member, p, cmd->name, "drop");
 			break;
 		case AT_AlterColumnType:
-			CheckColumnDdl(relid, p, cmd->name, "alter type of");
+			{
+				ColumnDef  *def = (ColumnDef *) cmd->def;
+
+				CheckKeyOrFence(member, p, cmd->name, "alter type of");
+				if (def != NULL && def->raw_default != NULL)
+					ReportGuardAltered(member, p,
+									   psprintf("cannot rewrite the values of column \"%s\"", cmd->name),
+									   cmd->name,
+									   "ALTER COLUMN ... TYPE ... USING would rewrite the values of existing rows without a fencing token.");
+				break;
+			}
+#if PG_VERSION_NUM >= 170000
+		case AT_SetExpression:
+			ReportGuardAltered(member, p,
+							   psprintf("cannot set the expression of column \"%s\"", cmd->name),
+							   cmd->name,
+							   "SET EXPRESSION would rewrite the values of existing rows without a fencing token.");
+			break;
+#endif
+		case AT_ColumnDefault:
+		case AT_CookedColumnDefault:
+			if (cmd->def != NULL && ColumnRole(p, cmd->name) != NULL &&
+				strcmp(ColumnRole(p, cmd->name), "fence") == 0)
+				ReportGuardAltered(member, p,
+								   psprintf("cannot set a default on column \"%s\"", cmd->name),
+								   cmd->name,
+								   psprintf("column \"%s\" holds its fence tokens, and a default would give a write without a token one.",
+											cmd->name));
+			break;
+		case AT_AddIdentity:
+		case AT_SetIdentity:
+			if (ColumnRole(p, cmd->name) != NULL &&
+				strcmp(ColumnRole(p, cmd->name), "fence") == 0)
+				ReportGuardAltered(member, p,
+								   psprintf("cannot make column \"%s\" an identity column", cmd->name),
+								   cmd->name,
+								   psprintf("column \"%s\" holds its fence tokens.", cmd->name));
 			break;
 		case AT_DisableTrig:
-			CheckTriggerDdl(relid, p, cmd->name, "disable");
+			CheckGuardTriggerDdl(member, p, cmd->name, "disable");
 			break;
 		case AT_EnableTrig:
 		case AT_EnableReplicaTrig:
 			/* ENABLE ALWAYS is how they are: only a change of mode lowers */
-			CheckTriggerDdl(relid, p, cmd->name, "change the firing mode of");
+			CheckGuardTriggerDdl(member, p, cmd->name, "change the firing mode of");
 			break;
 		case AT_DisableTrigAll:
 		case AT_DisableTrigUser:
-			ReportGuardAltered(relid, p,
-							   psprintf("cannot disable trigger \"%s\"",
-										FENCING_GUARD_TRIGGER),
+			ReportGuardAltered(member, p,
+							   psprintf("cannot disable trigger \"%s\"", FENCING_GUARD_TRIGGER),
 							   NULL,
 							   cmd->subtype == AT_DisableTrigAll ?
 							   "DISABLE TRIGGER ALL would disable its fencing triggers." :
@@ -379,7 +605,7 @@ CheckSubcommand(AlterTableCmd *cmd, Oid relid, Protection *p)
 			break;
 		case AT_EnableTrigAll:
 		case AT_EnableTrigUser:
-			ReportGuardAltered(relid, p,
+			ReportGuardAltered(member, p,
 							   psprintf("cannot change the firing mode of trigger \"%s\"",
 										FENCING_GUARD_TRIGGER),
 							   NULL,
@@ -390,323 +616,69 @@ CheckSubcommand(AlterTableCmd *cmd, Oid relid, Protection *p)
 	}
 }
 
-/* ddl_command_start for ALTER TABLE: check every subcommand. */
-static void
-CheckAlterTable(AlterTableStmt *stmt)
-{
-	ListCell   *lc;
-	bool		columns = false;
-	bool		triggers = false;
-	bool		partitions = false;
-	Oid			relid;
-	List	   *protections;
-	List	   *tree;
-	ListCell   *lr;
-
-	foreach(lc, stmt->cmds)
-	{
-		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-
-		if (!IsGuardedSubcommand(cmd))
-			continue;
-		if (cmd->subtype == AT_DropColumn || cmd->subtype == AT_AlterColumnType)
-			columns = true;
-		else if (cmd->subtype == AT_AttachPartition ||
-				 cmd->subtype == AT_DetachPartition)
-			partitions = true;
-		else
-			triggers = true;
-	}
-	if (!columns && !triggers && !partitions)
-		return;
-	relid = LockTarget(stmt->relation);
-	if (!OidIsValid(relid))
-		return;
-	protections = LoadProtections();
-	if (protections == NIL)
-		return;
-
-	/*
-	 * Column changes recurse to inheritance children and partitions;
-	 * trigger changes recurse only to partitions (their cloned triggers).
-	 */
-	if (columns || get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
-		tree = CommandTree(relid, stmt->relation->inh);
-	else
-		tree = list_make1_oid(relid);
-
-	foreach(lr, tree)
-	{
-		Oid			member = lfirst_oid(lr);
-		Protection *p = ProtectionOf(protections, member);
-
-		if (p == NULL)
-			continue;
-		foreach(lc, stmt->cmds)
-		{
-			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-
-			/* trigger commands do not reach inheritance children */
-			if (member != relid && !get_rel_relispartition(member) &&
-				cmd->subtype != AT_DropColumn &&
-				cmd->subtype != AT_AlterColumnType)
-				continue;
-			CheckSubcommand(cmd, member, p);
-		}
-	}
-
-	if (partitions)
-	{
-		Protection *p = ProtectionOf(protections, relid);
-
-		foreach(lc, stmt->cmds)
-		{
-			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-			PartitionCmd *pc;
-			Oid			part;
-
-			if (cmd->subtype != AT_AttachPartition &&
-				cmd->subtype != AT_DetachPartition)
-				continue;
-			pc = (PartitionCmd *) cmd->def;
-			if (p == NULL)
-				continue;
-			if (cmd->subtype == AT_DetachPartition && pc->concurrent)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot detach a partition of protected table \"%s\" concurrently",
-								get_rel_name(relid)),
-						 errdetail("A partition detached from a protected table stays protected on its own, which DETACH PARTITION ... CONCURRENTLY does not allow."),
-						 errhint("Detach it without CONCURRENTLY.")));
-			if (cmd->subtype == AT_AttachPartition)
-			{
-				ListCell   *lm;
-
-				part = RangeVarGetRelid(pc->name, NoLock, true);
-				if (!OidIsValid(part))
-					continue;
-				/* the table, or one of its partitions, protected on its own */
-				foreach(lm, find_all_inheritors(part, NoLock, NULL))
-				{
-					if (FindProtection(protections, lfirst_oid(lm)) == NULL)
-						continue;
-					part = lfirst_oid(lm);
-					ereport(ERROR,
-							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-							 errmsg("cannot attach protected table \"%s\" under protected table \"%s\"",
-									get_rel_name(part), get_rel_name(relid)),
-							 errdetail("A partition tree is protected as a whole, with the settings of one table."),
-							 errhint("Call fencing.unprotect('%s') first.",
-									 quote_qualified_identifier(get_namespace_name(get_rel_namespace(part)),
-																get_rel_name(part)))));
-				}
-			}
-		}
-	}
-}
-
-/*
- * Would a trigger of this name fire after the guard?  BEFORE ROW triggers
- * fire in name order, and one firing after the guard could change the row
- * the guard has just checked (lower its fence, move its key).
- */
+/* Does this subcommand act on columns (and recurse like them)? */
 static bool
-FiresAfterGuard(const char *name)
+IsColumnSubcommand(AlterTableCmd *cmd)
 {
-	return name != NULL && strcmp(name, FENCING_GUARD_TRIGGER) > 0;
-}
-
-/* Raise SF005 for a trigger name that would fire after the guard. */
-static void
-ReportLateTrigger(Oid relid, Protection *p, const char *trigname)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-			 errmsg("trigger \"%s\" would fire after the fencing guard of protected table \"%s\"",
-					trigname, get_rel_name(relid)),
-			 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it, for example lower its fence.",
-					   FENCING_GUARD_TRIGGER),
-			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s') first.",
-					 FENCING_GUARD_TRIGGER,
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->relid)),
-												get_rel_name(p->relid)))));
-}
-
-/*
- * ddl_command_start for CREATE TRIGGER: refuse a BEFORE ROW trigger that
- * would fire after the guard.
- */
-static void
-CheckCreateTrigger(CreateTrigStmt *stmt)
-{
-	Oid			relid;
-	List	   *protections;
-	ListCell   *lc;
-
-	if (!stmt->row || stmt->timing != TRIGGER_TYPE_BEFORE ||
-		!FiresAfterGuard(stmt->trigname))
-		return;
-	relid = LockTriggerTarget(stmt->relation);
-	if (!OidIsValid(relid))
-		return;
-	protections = LoadProtections();
-	/* row triggers of a partitioned table are cloned to its partitions */
-	foreach(lc, CommandTree(relid, get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE))
+	switch (cmd->subtype)
 	{
-		Protection *p = ProtectionOf(protections, lfirst_oid(lc));
-
-		if (p != NULL)
-			ReportLateTrigger(lfirst_oid(lc), p, stmt->trigname);
-	}
-}
-
-/* ddl_command_start for ALTER TABLE ... RENAME COLUMN and ALTER TRIGGER ... RENAME. */
-static void
-CheckRename(RenameStmt *stmt)
-{
-	Oid			relid;
-	List	   *protections;
-	ListCell   *lc;
-
-	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER)
-		return;
-	if (stmt->renameType == OBJECT_TRIGGER && !IsFencingTrigger(stmt->subname) &&
-		!FiresAfterGuard(stmt->newname))
-		return;
-	relid = LockTarget(stmt->relation);
-	if (!OidIsValid(relid))
-		return;
-	protections = LoadProtections();
-	if (protections == NIL)
-		return;
-
-	if (stmt->renameType == OBJECT_TRIGGER)
-	{
-		Protection *p = ProtectionOf(protections, relid);
-
-		if (p != NULL)
-		{
-			CheckTriggerDdl(relid, p, stmt->subname, "rename");
-			/* any trigger: renaming cannot tell BEFORE ROW from others cheaply */
-			if (FiresAfterGuard(stmt->newname))
-				ReportLateTrigger(relid, p, stmt->newname);
-		}
-		return;
-	}
-	foreach(lc, CommandTree(relid, stmt->relation->inh))
-	{
-		Protection *p = ProtectionOf(protections, lfirst_oid(lc));
-
-		if (p != NULL)
-			CheckColumnDdl(lfirst_oid(lc), p, stmt->subname, "rename");
-	}
-}
-
-/*
- * The relation and trigger named by a trigger's object name (a list of
- * [schema,] table, trigger), or InvalidOid.
- */
-static Oid
-TriggerTarget(List *object, char **trigname)
-{
-	List	   *relname;
-
-	*trigname = strVal(llast(object));
-	if (!IsFencingTrigger(*trigname) || list_length(object) < 2)
-		return InvalidOid;
-	relname = list_truncate(list_copy(object), list_length(object) - 1);
-	return LockTarget(makeRangeVarFromNameList(relname));
-}
-
-/* ddl_command_start for DROP TRIGGER: refuse dropping a fencing trigger. */
-static void
-CheckDropTrigger(DropStmt *stmt)
-{
-	List	   *protections = NIL;
-	bool		loaded = false;
-	ListCell   *lc;
-
-	if (stmt->removeType != OBJECT_TRIGGER)
-		return;
-	foreach(lc, stmt->objects)
-	{
-		char	   *trigname;
-		Oid			relid = TriggerTarget(lfirst(lc), &trigname);
-		Protection *p;
-
-		if (!OidIsValid(relid))
-			continue;
-		if (!loaded)
-		{
-			protections = LoadProtections();
-			loaded = true;
-		}
-		p = ProtectionOf(protections, relid);
-		if (p != NULL)
-			CheckTriggerDdl(relid, p, trigname, "drop");
-	}
-}
-
-/*
- * ddl_command_start for ALTER TRIGGER ... [NO] DEPENDS ON EXTENSION: a
- * fencing trigger that depends on an extension goes when it is dropped.
- */
-static void
-CheckTriggerDepends(AlterObjectDependsStmt *stmt)
-{
-	char	   *trigname;
-	Oid			relid;
-	Protection *p;
-
-	if (stmt->objectType != OBJECT_TRIGGER || stmt->relation == NULL)
-		return;
-	trigname = strVal(llast(castNode(List, stmt->object)));
-	if (!IsFencingTrigger(trigname))
-		return;
-	relid = LockTarget(stmt->relation);
-	if (!OidIsValid(relid))
-		return;
-	p = ProtectionOf(LoadProtections(), relid);
-	if (p != NULL)
-		CheckTriggerDdl(relid, p, trigname, "change the dependencies of");
-}
-
-/*
- * fencing.ddl_guard_start(): the ddl_command_start event trigger; refuses
- * DDL that would lower a protected table's protection.
- */
-Datum
-fencing_ddl_guard_start(PG_FUNCTION_ARGS)
-{
-	EventTriggerData *trigdata;
-
-	CheckEventTriggerCall(fcinfo, "ddl_guard_start");
-	if (FencingDdlGuardSuspended)
-		PG_RETURN_NULL();
-	trigdata = (EventTriggerData *) fcinfo->context;
-	FencingCitusDdlGuardStart(trigdata->parsetree);	/* citus: shards (citus.c) */
-
-	switch (nodeTag(trigdata->parsetree))
-	{
-		case T_AlterTableStmt:
-			CheckAlterTable((AlterTableStmt *) trigdata->parsetree);
-			break;
-		case T_RenameStmt:
-			CheckRename((RenameStmt *) trigdata->parsetree);
-			break;
-		case T_DropStmt:
-			CheckDropTrigger((DropStmt *) trigdata->parsetree);
-			break;
-		case T_AlterObjectDependsStmt:
-			CheckTriggerDepends((AlterObjectDependsStmt *) trigdata->parsetree);
-			break;
-		case T_CreateTrigStmt:
-			CheckCreateTrigger((CreateTrigStmt *) trigdata->parsetree);
-			break;
+		case AT_DropColumn:
+		case AT_AlterColumnType:
+		case AT_ColumnDefault:
+		case AT_CookedColumnDefault:
+		case AT_AddIdentity:
+		case AT_SetIdentity:
+#if PG_VERSION_NUM >= 170000
+		case AT_SetExpression:
+#endif
+			return true;
 		default:
-			break;
+			return false;
 	}
-	PG_RETURN_NULL();
+}
+
+/* Does this subcommand act on triggers? */
+static bool
+IsTriggerSubcommand(AlterTableCmd *cmd)
+{
+	switch (cmd->subtype)
+	{
+		case AT_EnableTrig:
+		case AT_EnableAlwaysTrig:
+		case AT_EnableReplicaTrig:
+		case AT_DisableTrig:
+		case AT_EnableTrigAll:
+		case AT_DisableTrigAll:
+		case AT_EnableTrigUser:
+		case AT_DisableTrigUser:
+			return true;
+		default:
+			return false;
+	}
+}
+
+/* Does this subcommand link or unlink a partition or inheritance child? */
+static bool
+IsTreeSubcommand(AlterTableCmd *cmd)
+{
+	return cmd->subtype == AT_AttachPartition ||
+		cmd->subtype == AT_DetachPartition ||
+		cmd->subtype == AT_DetachPartitionFinalize ||
+		cmd->subtype == AT_AddInherit ||
+		cmd->subtype == AT_DropInherit;
+}
+
+/* The other relation of a tree subcommand (partition, or parent), or InvalidOid. */
+static Oid
+TreeSubcommandOther(AlterTableCmd *cmd)
+{
+	RangeVar   *rv;
+
+	if (cmd->subtype == AT_AddInherit || cmd->subtype == AT_DropInherit)
+		rv = (RangeVar *) cmd->def;
+	else
+		rv = ((PartitionCmd *) cmd->def)->name;
+	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
 }
 
 /* Run one SQL command through SPI; elog on an unexpected result. */
@@ -718,29 +690,6 @@ RunSql(const char *sql)
 	if (rc != SPI_OK_UTILITY && rc != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
 			 SPI_result_code_string(rc));
-}
-
-/* The tgenabled of trigger name on relid, or '\0' when there is none. */
-static char
-TriggerEnabled(Oid relid, const char *name)
-{
-	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
-	ScanKeyData keys[2];
-	SysScanDesc scan;
-	HeapTuple	tup;
-	char		enabled = '\0';
-
-	ScanKeyInit(&keys[0], Anum_pg_trigger_tgrelid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(relid));
-	ScanKeyInit(&keys[1], Anum_pg_trigger_tgname, BTEqualStrategyNumber,
-				F_NAMEEQ, CStringGetDatum(name));
-	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 2, keys);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		enabled = ((Form_pg_trigger) GETSTRUCT(tup))->tgenabled;
-	systable_endscan(scan);
-	table_close(tgrel, AccessShareLock);
-	return enabled;
 }
 
 /* The owner of relation relid. */
@@ -757,77 +706,240 @@ RelOwner(Oid relid)
 	return owner;
 }
 
-/* The schema-qualified, quoted name of a relation. */
-static char *
-QualifiedName(Oid relid)
+/* The state of one guard trigger on a member. */
+typedef struct GuardTrig
 {
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
+	const char *name;
+	bool		present;
+	bool		shaped;
+	char		enabled;
+} GuardTrig;
+
+static void
+VisitGuardTrig(Form_pg_trigger trig, HeapTuple tup, void *arg)
+{
+	GuardTrig  *g = (GuardTrig *) arg;
+
+	if (strcmp(NameStr(trig->tgname), g->name) != 0)
+		return;
+	g->present = true;
+	g->shaped = HasGuardShape(trig, tup);
+	g->enabled = trig->tgenabled;
 }
 
 /*
- * Give every partition under parent (protected by p) both fencing triggers,
- * enabled ALWAYS.  Runs as each partition's owner, inside SPI.
+ * Give every member of the tree under root (partitions and inheritance
+ * children at any level, not root itself) both guard triggers, as
+ * protect() installs them, enabled ALWAYS.  A trigger of a guard's name
+ * that is not the guard is replaced.  Runs inside SPI, as each member's
+ * owner, with the DDL guard suspended.
  */
 static void
-GuardPartitions(Oid parent, Protection *p)
+GuardMembers(Oid root, void *arg pg_attribute_unused())
 {
 	ListCell   *lc;
 
-	foreach(lc, find_all_inheritors(parent, NoLock, NULL))
+	foreach(lc, Reach(root, true))
 	{
-		Oid			part = lfirst_oid(lc);
-		char		guard;
-		char		truncate;
+		Oid			member = lfirst_oid(lc);
+		GuardTrig	row = {FENCING_GUARD_TRIGGER, false, false, '\0'};
+		GuardTrig	trunc = {FENCING_TRUNCATE_TRIGGER, false, false, '\0'};
 		FencingSavedUser saved;
+		char	   *qname;
 
-		if (part == p->relid)
-			continue;			/* the protected table: protect() did it */
-		if (get_rel_relkind(part) == RELKIND_FOREIGN_TABLE)
+		if (member == root)
+			continue;
+		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot make foreign table \"%s\" a partition of protected table \"%s\"",
-							get_rel_name(part), get_rel_name(p->relid)),
+					 errmsg("cannot make foreign table \"%s\" part of protected table \"%s\"",
+							RelName(member), RelName(root)),
 					 errdetail("Foreign tables cannot have the TRUNCATE trigger of the fencing guard.")));
-		guard = TriggerEnabled(part, FENCING_GUARD_TRIGGER);
-		truncate = TriggerEnabled(part, FENCING_TRUNCATE_TRIGGER);
-		if (guard == TRIGGER_FIRES_ALWAYS && truncate == TRIGGER_FIRES_ALWAYS)
+		ForEachTrigger(member, VisitGuardTrig, &row);
+		ForEachTrigger(member, VisitGuardTrig, &trunc);
+		if (row.shaped && trunc.shaped &&
+			row.enabled == TRIGGER_FIRES_ALWAYS && trunc.enabled == TRIGGER_FIRES_ALWAYS)
 			continue;
 
-		FencingBecomeRole(RelOwner(part), &saved);
-		if (guard == '\0')
-			ereport(ERROR,
-					(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-					 errmsg("partition \"%s\" of protected table \"%s\" has no trigger \"%s\"",
-							get_rel_name(part), get_rel_name(p->relid),
-							FENCING_GUARD_TRIGGER),
-					 errhint("Call fencing.protect('%s') again to repair the guard.",
-							 QualifiedName(p->relid))));
-		if (truncate == '\0')
+		qname = QualifiedName(member);
+		FencingBecomeRole(RelOwner(member), &saved);
+		if (row.present && !row.shaped)
+			RunSql(psprintf("DROP TRIGGER " FENCING_GUARD_TRIGGER " ON %s", qname));
+		if (!row.shaped)
+			RunSql(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
+							" BEFORE INSERT OR UPDATE OR DELETE ON %s"
+							" FOR EACH ROW EXECUTE FUNCTION fencing.guard()", qname));
+		if (trunc.present && !trunc.shaped)
+			RunSql(psprintf("DROP TRIGGER " FENCING_TRUNCATE_TRIGGER " ON %s", qname));
+		if (!trunc.shaped)
 			RunSql(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
 							" BEFORE TRUNCATE ON %s"
 							" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
-							QualifiedName(part)));
+							qname));
 		/* citus: one trigger per ALTER TABLE, as Citus requires */
-		if (guard != TRIGGER_FIRES_ALWAYS)
+		if (!row.shaped || row.enabled != TRIGGER_FIRES_ALWAYS)
 			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
-							QualifiedName(part)));
-		RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
-						QualifiedName(part)));
+							qname));
+		if (!trunc.shaped || trunc.enabled != TRIGGER_FIRES_ALWAYS)
+			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+							qname));
 		FencingRestoreUser(&saved);
 	}
 }
 
-/* GuardPartitions() in the shape RunWithDdlGuardSuspended() calls. */
+/*
+ * Remove both guard triggers from the inheritance children under root
+ * (partitions lose theirs with the root's, which unprotect() drops).
+ */
 static void
-GuardPartitionsOf(Oid parent, void *arg)
+UnguardMembers(Oid root, void *arg pg_attribute_unused())
 {
-	GuardPartitions(parent, (Protection *) arg);
+	ListCell   *lc;
+
+	foreach(lc, Reach(root, true))
+	{
+		Oid			member = lfirst_oid(lc);
+		FencingSavedUser saved;
+		const char *names[2] = {FENCING_GUARD_TRIGGER, FENCING_TRUNCATE_TRIGGER};
+		int			i;
+
+		if (member == root || get_rel_relispartition(member))
+			continue;
+		FencingBecomeRole(RelOwner(member), &saved);
+		for (i = 0; i < 2; i++)
+			if (OidIsValid(get_trigger_oid(member, names[i], true)))
+				RunSql(psprintf("DROP TRIGGER %s ON %s", names[i], QualifiedName(member)));
+		FencingRestoreUser(&saved);
+	}
+}
+
+/* Send a relcache invalidation for every member of root's tree and for fencing.protected. */
+static void
+InvalidateTree(Oid root)
+{
+	ListCell   *lc;
+	Oid			table = FencingProtectedTableOid();
+
+	foreach(lc, Reach(root, true))
+		CacheInvalidateRelcacheByRelid(lfirst_oid(lc));
+	if (OidIsValid(table))
+		CacheInvalidateRelcacheByRelid(table);
+	FencingProtectionReset();
+}
+
+/* GuardMembers() inside SPI, with the DDL guard suspended. */
+static void
+GuardTree(Oid root)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	RunWithDdlGuardSuspended(GuardMembers, root, NULL);
+	SPI_finish();
+	InvalidateTree(root);
 }
 
 /*
- * Keep part, just detached from a tree protected by p, protected on its
- * own with the same settings (and so the same scope fences).
+ * protect() of relid, before it changes anything (one call in protect.c):
+ * refuse (0A000) a fence or key column the guard cannot trust, on relid
+ * and every member of its tree (partitions and inheritance children may
+ * have defaults of their own); refuse (55000) a relid already protected
+ * through an inheritance ancestor, a member protected on its own, and a
+ * BEFORE ROW trigger firing after the guard on any member (read with a
+ * catalog snapshot: one committed while protect() waited for its lock is
+ * seen); refuse (0A000) foreign tables among them.  Locks the members as protect() locks partitions.
+ */
+void
+FencingCheckProtectable(Relation rel, const char *fence_column, int nkeys,
+						Datum *keynames)
+{
+	Oid			relid = RelationGetRelid(rel);
+	char	  **keys = palloc(sizeof(char *) * Max(nkeys, 1));
+	Oid			own;
+	ListCell   *lc;
+	int			k;
+	List	   *tree;
+
+	for (k = 0; k < nkeys; k++)
+		keys[k] = NameStr(*DatumGetName(keynames[k]));
+
+	own = FencingProtectedBy(relid);
+	if (OidIsValid(own) && own != relid)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is already protected through \"%s\"",
+						RelationGetRelationName(rel), RelName(own)),
+				 errhint("Change the settings on \"%s\" instead.", RelName(own))));
+
+	tree = has_subclass(relid) ?
+		find_all_inheritors(relid, ShareRowExclusiveLock, NULL) : list_make1_oid(relid);
+	foreach(lc, tree)
+	{
+		Oid			member = lfirst_oid(lc);
+		char	   *column = NULL;
+		char	   *problem;
+		char	   *late = NULL;
+
+		problem = ColumnProblem(member, fence_column, Max(nkeys, 0), keys, &column);
+		if (problem != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot protect table \"%s\": %s%s",
+							RelationGetRelationName(rel), problem,
+							member == relid ? "" :
+							psprintf(" in \"%s\"", RelName(member))),
+					 errdetail("A default or a generation expression on the fence column would give a write without a token one; a generated key column is computed after the guard has checked the key."),
+					 errhint("Drop the default or the expression first.")));
+		if (member != relid && FencingProtectedBy(member) == member)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("\"%s\", under \"%s\", is protected on its own",
+							RelName(member), RelationGetRelationName(rel)),
+					 errhint("Call fencing.unprotect('%s') first.", QualifiedName(member))));
+		if (member != relid && get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot protect table \"%s\": \"%s\" is a foreign table",
+							RelationGetRelationName(rel), RelName(member)),
+					 errdetail("Foreign tables cannot have the TRUNCATE trigger of the fencing guard.")));
+		/* every member: the catalog snapshot sees a trigger just committed */
+		ForEachTrigger(member, VisitLateOnly, &late);
+		if (late != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("trigger \"%s\" of table \"%s\" would fire after the fencing guard",
+							late, RelName(member)),
+					 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it.",
+							   FENCING_GUARD_TRIGGER),
+					 errhint("Rename the trigger so that its name sorts before \"%s\".",
+							 FENCING_GUARD_TRIGGER)));
+	}
+}
+
+/*
+ * protect() of relid, after it installed its triggers (one call in
+ * protect.c): guard the inheritance children too (partitions have them
+ * already), and invalidate what every backend caches of the tree.
+ */
+void
+FencingGuardTree(Oid relid)
+{
+	GuardTree(relid);
+}
+
+/* unprotect() of relid (one call in protect.c): the inheritance children too. */
+void
+FencingUnguardTree(Oid relid)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	RunWithDdlGuardSuspended(UnguardMembers, relid, NULL);
+	SPI_finish();
+	InvalidateTree(relid);
+}
+
+/*
+ * Keep part, just detached or disinherited from a tree protected by p,
+ * protected on its own with the same settings (and so the same scope).
  */
 static void
 ProtectDetached(Oid part, Protection *p)
@@ -837,6 +949,8 @@ ProtectDetached(Oid part, Protection *p)
 	FencingSavedUser saved;
 	int			rc;
 
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
 	/* every setting of the tree's row, whatever columns it has */
 	values[0] = ObjectIdGetDatum(part);
 	values[1] = ObjectIdGetDatum(p->relid);
@@ -848,22 +962,539 @@ ProtectDetached(Oid part, Protection *p)
 							   2, argtypes, values, NULL, false, 0);
 	FencingRestoreUser(&saved);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not protect detached partition: %s",
+		elog(ERROR, "could not protect detached table: %s",
 			 SPI_result_code_string(rc));
+	SPI_finish();
+	FencingProtectionReset();
 }
 
 /*
- * fencing.ddl_guard_end(): the ddl_command_end event trigger; guards
- * partitions created or attached under a protected table and keeps
- * detached partitions protected.
+ * Is relid reached by a command of this phase in a way the checks care
+ * for?  At the start nothing is locked: an answer may be stale, and the
+ * end checks again.
+ */
+static void
+CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
+{
+	ListCell   *lc;
+	bool		columns = false;
+	bool		triggers = false;
+	bool		tree_cmds = false;
+	Oid			relid;
+	List	   *reach = NIL;
+	ListCell   *lr;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+		if (IsColumnSubcommand(cmd))
+			columns = true;
+		else if (IsTriggerSubcommand(cmd))
+			triggers = true;
+		else if (IsTreeSubcommand(cmd))
+			tree_cmds = true;
+	}
+	if (!columns && !triggers && !tree_cmds)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+	/* let PostgreSQL refuse a role that does not own the table (42501) */
+	if (phase == PHASE_START && !FencingOwnsRelation(relid, GetUserId()))
+		return;
+
+	/*
+	 * Column changes recurse to inheritance children and partitions (unless
+	 * ONLY); trigger changes on a partitioned table reach its partitions.
+	 */
+	if (columns)
+		reach = Reach(relid, stmt->relation->inh);
+	else if (triggers)
+		reach = Reach(relid, get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE);
+	else
+		reach = list_make1_oid(relid);
+
+	foreach(lr, reach)
+	{
+		Oid			member = lfirst_oid(lr);
+		Protection *p = ProtectionOf(member);
+
+		if (p == NULL)
+			continue;
+		foreach(lc, stmt->cmds)
+		{
+			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+			/* trigger commands do not reach inheritance children */
+			if (member != relid && IsTriggerSubcommand(cmd) &&
+				!get_rel_relispartition(member))
+				continue;
+			CheckSubcommand(cmd, member, p);
+		}
+		if (phase == PHASE_END && triggers)
+			CheckTriggerState(member, p);
+	}
+
+	if (!tree_cmds)
+		return;
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+		Oid			other;
+		Protection *p;
+
+		if (!IsTreeSubcommand(cmd))
+			continue;
+		/* ATTACH/DETACH: the parent is relid, a hash probe says enough */
+		if ((cmd->subtype == AT_AttachPartition ||
+			 cmd->subtype == AT_DetachPartition ||
+			 cmd->subtype == AT_DetachPartitionFinalize) &&
+			!OidIsValid(FencingProtectedBy(relid)))
+			continue;
+		other = TreeSubcommandOther(cmd);
+		if (!OidIsValid(other))
+			continue;
+		switch (cmd->subtype)
+		{
+			case AT_AttachPartition:
+				/* relid the parent, other the new partition */
+				p = ProtectionOf(relid);
+				if (p == NULL)
+					break;
+				CheckNewMembers(other, p);
+				if (phase == PHASE_END)
+				{
+					GuardTree(p->relid);
+					SeedScopesFrom(p->relid, other);
+				}
+				break;
+			case AT_AddInherit:
+				/* relid the child, other the parent */
+				p = ProtectionOf(other);
+				if (p == NULL)
+					break;
+				CheckNewMembers(relid, p);
+				if (phase == PHASE_END)
+				{
+					GuardTree(p->relid);
+					SeedScopesFrom(p->relid, relid);
+				}
+				break;
+			case AT_DetachPartition:
+			case AT_DetachPartitionFinalize:
+				p = ProtectionOf(relid);
+				if (p == NULL)
+					break;
+				if (phase == PHASE_START && cmd->subtype == AT_DetachPartition &&
+					((PartitionCmd *) cmd->def)->concurrent)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot detach a partition of protected table \"%s\" concurrently",
+									RelName(relid)),
+							 errdetail("A partition detached from a protected table stays protected on its own, which DETACH PARTITION ... CONCURRENTLY does not allow."),
+							 errhint("Detach it without CONCURRENTLY.")));
+				/* also the end of a concurrent detach that raced protect() */
+				if (phase == PHASE_END && !OidIsValid(FencingProtectedBy(other)))
+					ProtectDetached(other, p);
+				break;
+			case AT_DropInherit:
+				p = ProtectionOf(other);
+				if (p == NULL)
+					break;
+				if (phase == PHASE_END && !OidIsValid(FencingProtectedBy(relid)))
+					ProtectDetached(relid, p);
+				break;
+			default:
+				break;
+		}
+	}
+}
+
+/*
+ * Would this CREATE TRIGGER make exactly the guard trigger of its name, as
+ * protect() (and pg_restore) make it?  The parse tree's view of what
+ * HasGuardShape() checks in the catalog, for the check at the start.
+ */
+static bool
+StmtHasGuardShape(CreateTrigStmt *stmt)
+{
+	bool		row = strcmp(stmt->trigname, FENCING_GUARD_TRIGGER) == 0;
+	Oid			fn;
+
+	if (stmt->isconstraint || stmt->columns != NIL || stmt->whenClause != NULL ||
+		stmt->args != NIL || stmt->transitionRels != NIL ||
+		stmt->timing != TRIGGER_TYPE_BEFORE || stmt->row != row)
+		return false;
+	if (stmt->events != (row ? (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_DELETE |
+								TRIGGER_TYPE_UPDATE) : TRIGGER_TYPE_TRUNCATE))
+		return false;
+	fn = LookupFuncName(stmt->funcname, 0, NULL, true);
+	return OidIsValid(fn) &&
+		IsFencingCFunction(fn, row ? "fencing_guard" : "fencing_guard_truncate");
+}
+
+/*
+ * CREATE TRIGGER: refuse replacing a guard trigger, and a BEFORE ROW
+ * trigger firing after the guard, on every protected table it reaches
+ * (a partitioned table's row triggers are cloned to its partitions).
+ */
+static void
+CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
+{
+	Oid			relid;
+	bool		late;
+	ListCell   *lc;
+
+	late = stmt->row && stmt->timing == TRIGGER_TYPE_BEFORE &&
+		FiresAfterGuard(stmt->trigname) && !IsGuardName(stmt->trigname);
+	/* any other trigger cannot get past the guard: nothing to look at */
+	if (!late && !IsGuardName(stmt->trigname))
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+	/* let PostgreSQL refuse a role that may not create triggers on it */
+	if (phase == PHASE_START && !FencingOwnsRelation(relid, GetUserId()) &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
+		return;
+
+	foreach(lc, Reach(relid, get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE))
+	{
+		Oid			member = lfirst_oid(lc);
+		Protection *p = ProtectionOf(member);
+
+		if (p == NULL)
+			continue;
+		if (stmt->replace && IsGuardName(stmt->trigname))
+			CheckGuardTriggerDdl(member, p, stmt->trigname, "replace");
+		if (IsGuardName(stmt->trigname) && !StmtHasGuardShape(stmt))
+			ReportGuardAltered(member, p,
+							   psprintf("trigger \"%s\" would not be the fencing guard", stmt->trigname),
+							   NULL,
+							   psprintf("a trigger named \"%s\" on it must be the guard that protect() installs, calling fencing.%s().",
+										stmt->trigname,
+										strcmp(stmt->trigname, FENCING_GUARD_TRIGGER) == 0 ?
+										"guard" : "guard_truncate"));
+		if (late)
+			ReportLateTrigger(member, p, stmt->trigname);
+		if (phase == PHASE_END)
+			CheckTriggerState(member, p);
+	}
+}
+
+/* Is trigger name on relid a BEFORE ROW trigger? */
+static void
+VisitBeforeRow(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *arg)
+{
+	char	  **name = (char **) arg;
+
+	if (*name != NULL && strcmp(NameStr(trig->tgname), *name) == 0 &&
+		TRIGGER_FOR_ROW(trig->tgtype) && TRIGGER_FOR_BEFORE(trig->tgtype))
+		*name = NULL;			/* found: signal with NULL */
+}
+
+static bool
+IsBeforeRowTrigger(Oid relid, const char *name)
+{
+	char	   *n = (char *) name;
+
+	ForEachTrigger(relid, VisitBeforeRow, &n);
+	return n == NULL;
+}
+
+/* ALTER TABLE ... RENAME COLUMN and ALTER TRIGGER ... RENAME. */
+static void
+CheckRename(RenameStmt *stmt, GuardPhase phase)
+{
+	Oid			relid;
+	ListCell   *lc;
+
+	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER)
+		return;
+	if (stmt->renameType == OBJECT_TRIGGER && !IsGuardName(stmt->subname) &&
+		!IsGuardName(stmt->newname) && !FiresAfterGuard(stmt->newname))
+		return;
+	if (stmt->relation == NULL)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+	/* let PostgreSQL refuse a role that does not own the table (42501) */
+	if (phase == PHASE_START && !FencingOwnsRelation(relid, GetUserId()))
+		return;
+
+	if (stmt->renameType == OBJECT_TRIGGER)
+	{
+		/* a partitioned table's trigger is renamed in its partitions too */
+		foreach(lc, Reach(relid, get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE))
+		{
+			Oid			member = lfirst_oid(lc);
+			Protection *p = ProtectionOf(member);
+
+			if (p == NULL)
+				continue;
+			CheckGuardTriggerDdl(member, p, stmt->subname, "rename");
+			if (IsGuardName(stmt->newname))
+				CheckGuardTriggerDdl(member, p, stmt->newname, "rename a trigger to");
+			if (FiresAfterGuard(stmt->newname) &&
+				IsBeforeRowTrigger(member, phase == PHASE_START ?
+								   stmt->subname : stmt->newname))
+				ReportLateTrigger(member, p, stmt->newname);
+			if (phase == PHASE_END)
+				CheckTriggerState(member, p);
+		}
+		return;
+	}
+	if (stmt->relationType != OBJECT_TABLE && stmt->relationType != OBJECT_FOREIGN_TABLE)
+		return;
+	foreach(lc, Reach(relid, stmt->relation->inh))
+	{
+		Protection *p = ProtectionOf(lfirst_oid(lc));
+
+		if (p != NULL)
+			CheckKeyOrFence(lfirst_oid(lc), p, stmt->subname, "rename");
+	}
+}
+
+/*
+ * The relation and trigger named by a trigger's object name (a list of
+ * [schema,] table, trigger), or InvalidOid.
+ */
+static Oid
+TriggerTarget(List *object, char **trigname)
+{
+	List	   *relname;
+
+	*trigname = strVal(llast(object));
+	if (!IsGuardName(*trigname) || list_length(object) < 2)
+		return InvalidOid;
+	relname = list_truncate(list_copy(object), list_length(object) - 1);
+	return RangeVarGetRelid(makeRangeVarFromNameList(relname), NoLock, true);
+}
+
+/* DROP TRIGGER of a guard trigger (the sql_drop trigger checks again). */
+static void
+CheckDropTrigger(DropStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (stmt->removeType != OBJECT_TRIGGER)
+		return;
+	foreach(lc, stmt->objects)
+	{
+		char	   *trigname;
+		Oid			relid = TriggerTarget(lfirst(lc), &trigname);
+		Protection *p;
+
+		if (!OidIsValid(relid) || !FencingOwnsRelation(relid, GetUserId()))
+			continue;
+		p = ProtectionOf(relid);
+		if (p != NULL)
+			CheckGuardTriggerDdl(relid, p, trigname, "drop");
+	}
+}
+
+/* ALTER TRIGGER ... [NO] DEPENDS ON EXTENSION of a guard trigger. */
+static void
+CheckTriggerDepends(AlterObjectDependsStmt *stmt)
+{
+	char	   *trigname;
+	Oid			relid;
+	Protection *p;
+
+	if (stmt->objectType != OBJECT_TRIGGER || stmt->relation == NULL)
+		return;
+	trigname = strVal(llast(castNode(List, stmt->object)));
+	if (!IsGuardName(trigname))
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid) || !FencingOwnsRelation(relid, GetUserId()))
+		return;					/* PostgreSQL refuses a non-owner (42501) */
+	p = ProtectionOf(relid);
+	if (p != NULL)
+		CheckGuardTriggerDdl(relid, p, trigname, "change the dependencies of");
+}
+
+/*
+ * CREATE TABLE ... PARTITION OF / INHERITS (ddl_command_end): a table
+ * created under a protected table is checked and guarded.
+ */
+static void
+CheckCreateTable(CreateStmt *stmt)
+{
+	Protection *p = NULL;
+	ListCell   *lc;
+	Oid			relid;
+
+	if (stmt->inhRelations == NIL)
+		return;
+	foreach(lc, stmt->inhRelations)
+	{
+		Oid			parent = RangeVarGetRelid(lfirst_node(RangeVar, lc), NoLock, true);
+		Protection *pp = OidIsValid(parent) ? ProtectionOf(parent) : NULL;
+
+		if (pp == NULL)
+			continue;
+		if (p != NULL && p->relid != pp->relid)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot inherit from protected tables \"%s\" and \"%s\" at once",
+							RelName(p->relid), RelName(pp->relid)),
+					 errdetail("A tree of partitions or inheritance children is protected as a whole, with the settings of one table.")));
+		p = pp;
+	}
+	if (p == NULL)
+		return;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+	CheckNewMembers(relid, p);
+	GuardTree(p->relid);
+}
+
+/*
+ * Is there a ddl_command_end trigger of ours that fires for this tag?
+ * Not with the event triggers of 1.0 for CREATE TRIGGER, ALTER TRIGGER
+ * and ALTER FOREIGN TABLE.
+ */
+static bool
+EndTriggerFires(CommandTag tag)
+{
+	ListCell   *lc;
+
+	foreach(lc, EventCacheLookup(EVT_DDLCommandEnd))
+	{
+		EventTriggerCacheItem *item = lfirst(lc);
+
+		if ((item->tagset == NULL || bms_is_member(tag, item->tagset)) &&
+			IsFencingCFunction(item->fnoid, "fencing_ddl_guard_end"))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Without a ddl_command_end check to come (1.0's event triggers), lock
+ * the target in the command's own mode first, as 1.0 did, so that
+ * protect() cannot slip in between the check and the command.
+ */
+static void
+LockLikeTheCommand(Node *parsetree)
+{
+	RangeVar   *rv = NULL;
+	LOCKMODE	mode = AccessExclusiveLock;
+	Oid			relid;
+	bool		triggers_only = false;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+			rv = ((AlterTableStmt *) parsetree)->relation;
+			mode = AlterTableGetLockLevel(((AlterTableStmt *) parsetree)->cmds);
+			break;
+		case T_CreateTrigStmt:
+			rv = ((CreateTrigStmt *) parsetree)->relation;
+			mode = ShareRowExclusiveLock;
+			triggers_only = true;
+			break;
+		case T_RenameStmt:
+			rv = ((RenameStmt *) parsetree)->relation;
+			break;
+		case T_AlterObjectDependsStmt:
+			rv = ((AlterObjectDependsStmt *) parsetree)->relation;
+			break;
+		default:
+			return;
+	}
+	if (rv == NULL)
+		return;
+	relid = RangeVarGetRelid(rv, NoLock, true);
+	if (!OidIsValid(relid))
+		return;
+	/* not for a role that PostgreSQL is about to refuse */
+	if (!FencingOwnsRelation(relid, GetUserId()) &&
+		!(triggers_only &&
+		  pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) == ACLCHECK_OK))
+		return;
+	LockRelationOid(relid, mode);
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+		(void) find_all_inheritors(relid, mode, NULL);
+}
+
+/*
+ * fencing.ddl_guard_start(): the ddl_command_start event trigger; refuses
+ * early, without locking, the DDL that would lower a protected table's
+ * protection.
+ */
+Datum
+fencing_ddl_guard_start(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	Node	   *parsetree;
+
+	CheckEventTriggerCall(fcinfo, "ddl_guard_start");
+	if (FencingDdlGuardSuspended)
+		PG_RETURN_NULL();
+	trigdata = (EventTriggerData *) fcinfo->context;
+	parsetree = trigdata->parsetree;
+	FencingCitusDdlGuardStart(parsetree);	/* citus: shards (citus.c) */
+
+	/* 1.0's ddl_command_end fired for ALTER TABLE: ask only for the others */
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+			if (((AlterTableStmt *) parsetree)->objtype != OBJECT_FOREIGN_TABLE)
+				break;
+			/* FALLTHROUGH */
+		case T_CreateTrigStmt:
+		case T_AlterObjectDependsStmt:
+			if (!EndTriggerFires(trigdata->tag))
+				LockLikeTheCommand(parsetree);
+			break;
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_TRIGGER &&
+				!EndTriggerFires(trigdata->tag))
+				LockLikeTheCommand(parsetree);
+			break;
+		default:
+			break;
+	}
+
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+			CheckAlterTable((AlterTableStmt *) parsetree, PHASE_START);
+			break;
+		case T_RenameStmt:
+			CheckRename((RenameStmt *) parsetree, PHASE_START);
+			break;
+		case T_DropStmt:
+			CheckDropTrigger((DropStmt *) parsetree);
+			break;
+		case T_AlterObjectDependsStmt:
+			CheckTriggerDepends((AlterObjectDependsStmt *) parsetree);
+			break;
+		case T_CreateTrigStmt:
+			CheckCreateTrigger((CreateTrigStmt *) parsetree, PHASE_START);
+			break;
+		default:
+			break;
+	}
+	PG_RETURN_NULL();
+}
+
+/*
+ * fencing.ddl_guard_end(): the ddl_command_end event trigger; checks
+ * again under the command's locks, guards tables created, attached or
+ * inherited under a protected table, seeds the scopes from their rows,
+ * and keeps detached ones protected.
  */
 Datum
 fencing_ddl_guard_end(PG_FUNCTION_ARGS)
 {
 	EventTriggerData *trigdata;
 	Node	   *parsetree;
-	List	   *protections;
-	ListCell   *lc;
 
 	CheckEventTriggerCall(fcinfo, "ddl_guard_end");
 	if (FencingDdlGuardSuspended)
@@ -871,113 +1502,244 @@ fencing_ddl_guard_end(PG_FUNCTION_ARGS)
 	trigdata = (EventTriggerData *) fcinfo->context;
 	parsetree = trigdata->parsetree;
 
-	if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt))
+	switch (nodeTag(parsetree))
 	{
-		CreateStmt *stmt = (CreateStmt *) parsetree;
-		Oid			parent;
-		Protection *p;
-
-		if (stmt->partbound == NULL || list_length(stmt->inhRelations) != 1)
-			PG_RETURN_NULL();
-		parent = RangeVarGetRelid(linitial_node(RangeVar, stmt->inhRelations),
-								  NoLock, true);
-		if (!OidIsValid(parent))
-			PG_RETURN_NULL();
-		protections = LoadProtections();
-		p = ProtectionOf(protections, parent);
-		if (p == NULL)
-			PG_RETURN_NULL();
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		RunWithDdlGuardSuspended(GuardPartitionsOf, parent, p);
-		SPI_finish();
-	}
-	else if (IsA(parsetree, AlterTableStmt))
-	{
-		AlterTableStmt *stmt = (AlterTableStmt *) parsetree;
-		Oid			relid;
-		Protection *p;
-		bool		any = false;
-
-		foreach(lc, stmt->cmds)
-		{
-			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-
-			if (cmd->subtype == AT_AttachPartition ||
-				cmd->subtype == AT_DetachPartition)
-				any = true;
-		}
-		if (!any)
-			PG_RETURN_NULL();
-		relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-		if (!OidIsValid(relid))
-			PG_RETURN_NULL();
-		protections = LoadProtections();
-		p = ProtectionOf(protections, relid);
-		if (p == NULL)
-			PG_RETURN_NULL();
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		foreach(lc, stmt->cmds)
-		{
-			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-			Oid			part;
-
-			if (cmd->subtype == AT_DetachPartition)
-			{
-				part = RangeVarGetRelid(((PartitionCmd *) cmd->def)->name,
-										NoLock, true);
-				if (OidIsValid(part) && !get_rel_relispartition(part))
-					ProtectDetached(part, p);
-			}
-		}
-		RunWithDdlGuardSuspended(GuardPartitionsOf, relid, p);
-		SPI_finish();
+		case T_CreateStmt:
+		case T_CreateForeignTableStmt:
+			CheckCreateTable((CreateStmt *) parsetree);
+			break;
+		case T_AlterTableStmt:
+			CheckAlterTable((AlterTableStmt *) parsetree, PHASE_END);
+			break;
+		case T_RenameStmt:
+			CheckRename((RenameStmt *) parsetree, PHASE_END);
+			break;
+		case T_AlterObjectDependsStmt:
+			CheckTriggerDepends((AlterObjectDependsStmt *) parsetree);
+			break;
+		case T_CreateTrigStmt:
+			CheckCreateTrigger((CreateTrigStmt *) parsetree, PHASE_END);
+			break;
+		default:
+			break;
 	}
 	PG_RETURN_NULL();
 }
 
+/* One object of pg_event_trigger_dropped_objects(), as far as we need it. */
+typedef struct DroppedObject
+{
+	Oid			classid;
+	Oid			objid;
+	int32		objsubid;
+	List	   *names;			/* address_names, as C strings */
+} DroppedObject;
+
 /*
- * fencing.ddl_guard_drop(): the sql_drop event trigger; forgets the
- * protection of dropped tables (their scope fences stay).
+ * The objects this command dropped, from the function behind
+ * pg_event_trigger_dropped_objects(), called directly (no SQL).
  */
-Datum
-fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
+static List *
+DroppedObjects(void)
+{
+	FmgrInfo	flinfo;
+	LOCAL_FCINFO(fcinfo, 0);
+	ReturnSetInfo rsinfo;
+	ExprContext *econtext = CreateStandaloneExprContext();
+	TupleTableSlot *slot;
+	List	   *result = NIL;
+
+	fmgr_info(F_PG_EVENT_TRIGGER_DROPPED_OBJECTS, &flinfo);
+	memset(&rsinfo, 0, sizeof(rsinfo));
+	rsinfo.type = T_ReturnSetInfo;
+	rsinfo.econtext = econtext;
+	rsinfo.allowedModes = (int) SFRM_Materialize;
+	rsinfo.returnMode = SFRM_ValuePerCall;
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 0, InvalidOid, NULL, (Node *) &rsinfo);
+	(void) FunctionCallInvoke(fcinfo);
+	if (rsinfo.returnMode != SFRM_Materialize || rsinfo.setResult == NULL)
+	{
+		FreeExprContext(econtext, true);
+		return NIL;
+	}
+
+	slot = MakeSingleTupleTableSlot(rsinfo.setDesc, &TTSOpsMinimalTuple);
+	while (tuplestore_gettupleslot(rsinfo.setResult, true, false, slot))
+	{
+		DroppedObject *obj = palloc0(sizeof(DroppedObject));
+		bool		isnull;
+		Datum		names;
+
+		obj->classid = DatumGetObjectId(slot_getattr(slot, 1, &isnull));
+		obj->objid = DatumGetObjectId(slot_getattr(slot, 2, &isnull));
+		obj->objsubid = DatumGetInt32(slot_getattr(slot, 3, &isnull));
+		names = slot_getattr(slot, 11, &isnull);
+		if (!isnull && (obj->classid == TriggerRelationId ||
+						(obj->classid == RelationRelationId && obj->objsubid != 0)))
+		{
+			Datum	   *elems;
+			bool	   *nulls;
+			int			n,
+						i;
+
+			deconstruct_array(DatumGetArrayTypeP(names), TEXTOID, -1, false,
+							  TYPALIGN_INT, &elems, &nulls, &n);
+			for (i = 0; i < n; i++)
+				obj->names = lappend(obj->names,
+									 nulls[i] ? NULL : TextDatumGetCString(elems[i]));
+		}
+		result = lappend(result, obj);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	tuplestore_end(rsinfo.setResult);
+	FreeExprContext(econtext, true);
+	return result;
+}
+
+/* The relation named by the first two of names (schema, table), or InvalidOid. */
+static Oid
+RelationOfNames(List *names)
+{
+	if (list_length(names) < 3 || linitial(names) == NULL || lsecond(names) == NULL)
+		return InvalidOid;
+	return RangeVarGetRelid(makeRangeVar(linitial(names), lsecond(names), -1),
+							NoLock, true);
+}
+
+/* Forget the protections of the dropped tables in relids (as the owner). */
+static void
+ForgetProtections(List *relids)
 {
 	FencingSavedUser saved;
-	int			rc;
-	uint64		i;
-
-	CheckEventTriggerCall(fcinfo, "ddl_guard_drop");
-
-	/* DROP EXTENSION fencing, DROP SCHEMA fencing CASCADE: nothing to do */
-	if (!OidIsValid(ProtectedTableOid()))
-		PG_RETURN_NULL();
+	ListCell   *lc;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	FencingBecomeOwner(&saved);
-	rc = SPI_execute("DELETE FROM fencing.protected p "
-					 "USING pg_catalog.pg_event_trigger_dropped_objects() d "
-					 "WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
-					 "AND d.objsubid OPERATOR(pg_catalog.=) 0 "
-					 "AND p.relid::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid "
-					 "RETURNING p.relid::pg_catalog.oid",
-					 false, 0);
-	FencingRestoreUser(&saved);
-	if (rc != SPI_OK_DELETE_RETURNING)
-		elog(ERROR, "could not forget dropped tables: %s",
-			 SPI_result_code_string(rc));
-	/* their counters in fencing.stats go at commit */
-	for (i = 0; i < SPI_processed; i++)
+	foreach(lc, relids)
 	{
-		bool		isnull;
-		Datum		relid = SPI_getbinval(SPI_tuptable->vals[i],
-										  SPI_tuptable->tupdesc, 1, &isnull);
+		Oid			argtypes[1] = {OIDOID};
+		Datum		values[1] = {ObjectIdGetDatum(lfirst_oid(lc))};
+		int			rc;
 
-		if (!isnull)
-			FencingStatsForget(DatumGetObjectId(relid));
+		rc = SPI_execute_with_args("DELETE FROM fencing.protected "
+								   "WHERE relid OPERATOR(pg_catalog.=) $1",
+								   1, argtypes, values, NULL, false, 0);
+		if (rc != SPI_OK_DELETE)
+			elog(ERROR, "could not forget dropped table: %s",
+				 SPI_result_code_string(rc));
+		/* its counters in fencing.stats go at commit */
+		if (SPI_processed > 0)
+			FencingStatsForget(lfirst_oid(lc));
 	}
+	FencingRestoreUser(&saved);
 	SPI_finish();
+	if (OidIsValid(FencingProtectedTableOid()))
+		CacheInvalidateRelcacheByRelid(FencingProtectedTableOid());
+	FencingProtectionReset();
+}
+
+/*
+ * fencing.ddl_guard_drop(): the sql_drop event trigger.  Whatever command
+ * dropped them (DROP COLUMN, DROP DOMAIN/TYPE/COLLATION/EXTENSION/SCHEMA
+ * ... CASCADE, DROP OWNED, DROP TRIGGER): the fence and key columns and
+ * the guard triggers of a protected table that is not itself dropped
+ * must stay (SF005).  A dropped protected table leaves fencing.protected
+ * (its scope fences stay: a table created again under the same name and
+ * protected again must not accept older tokens).
+ */
+Datum
+fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
+{
+	List	   *objects;
+	List	   *dropped_rels = NIL;
+	List	   *forget = NIL;
+	ListCell   *lc;
+
+	CheckEventTriggerCall(fcinfo, "ddl_guard_drop");
+	if (FencingDdlGuardSuspended)
+		PG_RETURN_NULL();
+	/* DROP EXTENSION fencing, DROP SCHEMA fencing CASCADE: nothing to do */
+	if (!OidIsValid(FencingProtectedTableOid()))
+		PG_RETURN_NULL();
+
+	objects = DroppedObjects();
+	foreach(lc, objects)
+	{
+		DroppedObject *obj = lfirst(lc);
+
+		if (obj->classid == RelationRelationId && obj->objsubid == 0)
+			dropped_rels = lappend_oid(dropped_rels, obj->objid);
+	}
+	foreach(lc, objects)
+	{
+		DroppedObject *obj = lfirst(lc);
+
+		if (obj->classid == RelationRelationId && obj->objsubid == 0)
+		{
+			/* the relation is gone: only fencing.protected can name it */
+			if (FencingProtectedBy(obj->objid) == obj->objid)
+				forget = lappend_oid(forget, obj->objid);
+		}
+		else if (obj->classid == RelationRelationId)
+		{
+			Protection *p;
+
+			if (list_member_oid(dropped_rels, obj->objid) || list_length(obj->names) < 3)
+				continue;
+			/*
+			 * A column of a scope's storage table (fencing.scope_<n>): its
+			 * key columns have the protected tables' types, so DROP TYPE,
+			 * DROP DOMAIN or DROP COLLATION ... CASCADE by the type's owner
+			 * would drop a key column of someone else's fences.
+			 */
+			if (!creating_extension &&
+				get_rel_namespace(obj->objid) == get_namespace_oid("fencing", true))
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+						 errmsg("cannot drop column \"%s\" of fencing table \"%s\"",
+								(char *) llast(obj->names), RelName(obj->objid)),
+						 errdetail("The table keeps fences of the extension fencing."),
+						 errhint("A scope that no protected table uses can be dropped whole with fencing.reset_scope().")));
+			p = ProtectionOf(obj->objid);
+			if (p != NULL)
+				CheckKeyOrFence(obj->objid, p, llast(obj->names), "drop");
+		}
+		else if (obj->classid == TriggerRelationId)
+		{
+			Oid			relid;
+			Protection *p;
+
+			if (list_length(obj->names) < 3 || !IsGuardName(llast(obj->names)))
+				continue;
+			relid = RelationOfNames(obj->names);
+			if (!OidIsValid(relid) || list_member_oid(dropped_rels, relid))
+				continue;
+			p = ProtectionOf(relid);
+			if (p != NULL)
+				CheckGuardTriggerDdl(relid, p, llast(obj->names), "drop");
+		}
+	}
+	if (forget != NIL)
+		ForgetProtections(forget);
 	PG_RETURN_NULL();
+}
+
+/*
+ * fencing.protected_changed(): statement trigger on fencing.protected;
+ * tells every backend's protection cache that a protection changed,
+ * whoever wrote the table (pg_restore, the extension owner by hand).
+ */
+Datum
+fencing_protected_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fencing.protected_changed() was not called by trigger manager")));
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	FencingProtectionReset();
+	return PointerGetDatum(NULL);	/* an AFTER trigger: not a SQL NULL */
 }

@@ -25,6 +25,7 @@ _PG_init(void)
 	/* settings and caches of the guard */
 	FencingGucInit();
 	GuardConfigInit();
+	FencingProtectionInit();
 	ScopesInit();
 
 	/* shared memory of the statistics */

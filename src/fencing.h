@@ -168,7 +168,23 @@ extern bool LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 									   const Fence *token, bool strict,
 									   Fence *lost_to);
 
-/* ddl_guard.c */
+/*
+ * protection.c: is relid protected, and through which table?  The table
+ * named in fencing.protected (relid itself or its nearest partition or
+ * inheritance ancestor), else InvalidOid.  Cached, invalidation-driven.
+ */
+extern Oid	FencingProtectedBy(Oid relid);
+extern bool FencingProtectionColumns(Oid relid, char **fence_column, int *nkeys,
+									 char ***key_columns);
+extern Oid	FencingProtectedTableOid(void);
+extern void FencingProtectionReset(void);
+extern void FencingProtectionInit(void);
+
+/* ddl_guard.c: what protect() and unprotect() ask of the DDL guard */
+extern void FencingCheckProtectable(Relation rel, const char *fence_column,
+									int nkeys, Datum *keynames);
+extern void FencingGuardTree(Oid relid);
+extern void FencingUnguardTree(Oid relid);
 
 /* citus.c: distributed and reference tables, when Citus is installed */
 extern void FencingCitusCheckProtect(Relation rel, const char *fence_column,

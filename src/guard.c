@@ -140,9 +140,43 @@ typedef struct AcceptedWriteKey
 	CommandId	cid;
 } AcceptedWriteKey;
 
-static HTAB *accepted_writes = NULL;
+/*
+ * Most transactions write a few relations in a few commands: those pairs
+ * sit in a small array, and only a transaction with more of them builds a
+ * hash table (in TopTransactionContext, gone with the transaction).
+ */
+#define ACCEPTED_WRITES_INLINE	8
+
 static LocalTransactionId accepted_writes_lxid = InvalidLocalTransactionId;
-static AcceptedWriteKey last_accepted = {InvalidOid, InvalidCommandId};
+static AcceptedWriteKey accepted_inline[ACCEPTED_WRITES_INLINE];
+static int	accepted_ninline = 0;
+static HTAB *accepted_writes = NULL;
+
+/* Forget the pairs of an earlier transaction. */
+static inline void
+AcceptedWritesOfThisTransaction(void)
+{
+	if (accepted_writes_lxid != CurrentLocalTransactionId())
+	{
+		accepted_writes_lxid = CurrentLocalTransactionId();
+		accepted_ninline = 0;
+		accepted_writes = NULL;
+	}
+}
+
+/* Is (relid, cid) recorded? */
+static bool
+AcceptedWriteKnown(const AcceptedWriteKey *key)
+{
+	int			i;
+
+	for (i = accepted_ninline - 1; i >= 0; i--)
+		if (accepted_inline[i].relid == key->relid &&
+			accepted_inline[i].cid == key->cid)
+			return true;
+	return accepted_writes != NULL &&
+		hash_search(accepted_writes, key, HASH_FIND, NULL) != NULL;
+}
 
 /* Record that the guard accepted a write of rel in the current command. */
 static void
@@ -150,27 +184,32 @@ RememberAcceptedWrite(Relation rel)
 {
 	AcceptedWriteKey key;
 
+	AcceptedWritesOfThisTransaction();
 	key.relid = RelationGetRelid(rel);
 	key.cid = GetCurrentCommandId(false);
-	if (accepted_writes != NULL &&
-		accepted_writes_lxid == CurrentLocalTransactionId() &&
-		key.relid == last_accepted.relid && key.cid == last_accepted.cid)
-		return;					/* the usual case: the same statement again */
-	if (accepted_writes == NULL ||
-		accepted_writes_lxid != CurrentLocalTransactionId())
+	/* the usual case: the same statement again */
+	if (accepted_ninline > 0 &&
+		accepted_inline[accepted_ninline - 1].relid == key.relid &&
+		accepted_inline[accepted_ninline - 1].cid == key.cid)
+		return;
+	if (AcceptedWriteKnown(&key))
+		return;
+	if (accepted_ninline < ACCEPTED_WRITES_INLINE)
+	{
+		accepted_inline[accepted_ninline++] = key;
+		return;
+	}
+	if (accepted_writes == NULL)
 	{
 		HASHCTL		ctl;
 
-		/* the table lives in TopTransactionContext: gone with its transaction */
 		ctl.keysize = sizeof(AcceptedWriteKey);
 		ctl.entrysize = sizeof(AcceptedWriteKey);
 		ctl.hcxt = TopTransactionContext;
-		accepted_writes = hash_create("fencing accepted writes", 16, &ctl,
+		accepted_writes = hash_create("fencing accepted writes", 64, &ctl,
 									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		accepted_writes_lxid = CurrentLocalTransactionId();
 	}
 	(void) hash_search(accepted_writes, &key, HASH_ENTER, NULL);
-	last_accepted = key;
 }
 
 /*
@@ -184,12 +223,10 @@ GuardWroteVersion(Relation rel, HeapTuple tuple)
 
 	if (!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
 		return false;
-	if (accepted_writes == NULL ||
-		accepted_writes_lxid != CurrentLocalTransactionId())
-		return false;
+	AcceptedWritesOfThisTransaction();
 	key.relid = RelationGetRelid(rel);
 	key.cid = HeapTupleHeaderGetCmin(tuple->t_data);
-	return hash_search(accepted_writes, &key, HASH_FIND, NULL) != NULL;
+	return AcceptedWriteKnown(&key);
 }
 
 /* The name of the write, for messages. */

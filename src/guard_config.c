@@ -4,7 +4,8 @@
  *	  What fencing.protected says of a relation, cached per relation for
  *	  the guard trigger and invalidated by relcache callbacks.
  *
- * A partition is protected through its protected ancestor: its entry
+ * A partition or inheritance child is protected through its protected
+ * ancestor (protection.c finds it): its entry
  * carries the ancestor's settings with the column numbers of the partition
  * itself (they may differ from the parent's).  protect() and unprotect()
  * send a relcache invalidation for every relation of the tree, which
@@ -231,14 +232,9 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (!ReadProtectedRow(rel, relid, entry) && rel->rd_rel->relispartition)
-	{
-		ListCell   *lc;
-
-		foreach(lc, get_partition_ancestors(relid))
-			if (ReadProtectedRow(rel, lfirst_oid(lc), entry))
-				break;
-	}
+	/* ddlguard: the protecting table, through partitions and inheritance */
+	if (OidIsValid(FencingProtectedBy(relid)))
+		(void) ReadProtectedRow(rel, FencingProtectedBy(relid), entry);
 	SPI_finish();
 	/* citus: a shard of a distributed table, by its trigger's settings */
 	if (!cfg->protected)

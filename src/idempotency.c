@@ -10,19 +10,43 @@
  * lost its lease takes the key over with a higher claim token, so that
  * the predecessor can no longer record a result (SF001).
  *
- * Serialisation.  idem_begin() inserts with ON CONFLICT DO NOTHING and,
- * when the key exists, reads its row; to change it (resume, or replace
- * an expired key) it locks the row with SELECT ... FOR UPDATE and
- * decides again on the locked version.  Two calls for one key therefore
- * never both claim it and never surface a unique violation: under READ
- * COMMITTED the second waits in the unique index for the first
- * inserter's transaction, or on the row lock of an updater, and then
- * reads what the first left behind (done, running with a live lease, or
- * nothing after a rollback).  Replays take no lock.  No advisory locks:
- * a transaction may begin any number of keys without filling the lock
- * table.  With wait => false the row is locked with NOWAIT and the
- * insertion runs with lock_timeout = 1ms, so that any wait for another
- * transaction turns into SF004 at once.
+ * Owners.  A key belongs to the role that began it (current_user then),
+ * recorded in the column owner.  Any other role that is not a member of
+ * it gets 42501 from every helper on the key, before anything else is
+ * looked at, so no message shows it the key's claim, result or recovery
+ * point (or whether its request matched).  The owner's own messages do
+ * show the claim (SF001, SF004): the role is the unit of trust, and its
+ * sessions share the key.  A key whose expires_at has passed counts as
+ * absent, for its owner and for everyone else: whoever begins it next
+ * owns the new incarnation.  Keys begun under fencing 1.0 belong to
+ * PUBLIC (owner 0) after the update: every role may use them, as under
+ * 1.0, until they expire (see the update script).  A 1.0 table (no owner
+ * column) still works with this library: its keys then have no owners,
+ * as in 1.0, until ALTER EXTENSION fencing UPDATE.
+ *
+ * Serialisation.  idem_begin() inserts with ON CONFLICT DO NOTHING
+ * semantics and, when the key exists, reads its row; to change it (resume,
+ * or replace an expired key) it locks the row with SELECT ... FOR UPDATE
+ * and decides again on the locked version.  Two calls for one key
+ * therefore never both claim it and never surface a unique violation:
+ * under READ COMMITTED the second waits for the first inserter's
+ * transaction, or on the row lock of an updater, and then reads what the
+ * first left behind (done, running with a live lease, or nothing after a
+ * rollback).  Replays take no lock.  No advisory locks: a transaction may
+ * begin any number of keys without filling the lock table.  With wait =>
+ * false any wait for another transaction turns into SF004 at once.
+ *
+ * The direct path.  A new key (idem_begin's common case) and the claim
+ * updates (checkpoint, complete, abandon) are written without SPI when
+ * the table qualifies (direct.c: no triggers, rules, row security or
+ * indexes of its own added to it): a speculative insertion, as INSERT ...
+ * ON CONFLICT DO NOTHING does it, and a heap_update found through the
+ * primary key.  Through SPI each of them paid the executor's start-up and
+ * shut-down for one row, about two thirds of an idempotent request's cost
+ * (test/bench/profile.sh).  Everything else (replay, resume, refusals,
+ * the re-creation of an expired key), and every call on a table that does
+ * not qualify, runs the SQL below through SPI, which the direct path
+ * mirrors statement for statement.
  *
  * Claim tokens.  A claim token is (E, n): E is drawn from the sequence
  * fencing.idempotency_claim_seq whenever a claim is issued (and kept
@@ -34,14 +58,16 @@
  * was used again, and not after pg_dump and restore (the sequence is
  * dumped with the table).
  *
- * Privileges.  The table is not accessible to PUBLIC; the functions run
- * their statements as the extension's owner, switching to it around SPI
- * (as PostgreSQL's RI triggers do, and as the guard does) rather than
- * being SECURITY DEFINER: every name in the statements below is qualified
+ * Privileges.  The table is not accessible to PUBLIC; the SPI statements
+ * run as the extension's owner, switching to it around SPI (as
+ * PostgreSQL's RI triggers do, and as the guard does) rather than being
+ * SECURITY DEFINER: every name in the statements below is qualified
  * (operators included), the arguments are evaluated by the caller, and no
  * other SQL runs inside, so a hostile search_path has nothing to resolve,
  * and no SET clause's per-call GUC save and restore is paid on the hot
- * path.  Plans are prepared once per backend and kept.
+ * path.  The direct path checks no privilege on the table (it is the
+ * helpers' own) and runs no SQL.  Plans are prepared once per backend and
+ * kept.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,20 +75,32 @@
 
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "direct.h"
 #include "fencing.h"
 
 PG_FUNCTION_INFO_V1(idem_begin);
@@ -70,10 +108,92 @@ PG_FUNCTION_INFO_V1(idem_checkpoint);
 PG_FUNCTION_INFO_V1(idem_complete);
 PG_FUNCTION_INFO_V1(idem_abandon);
 
-/* lock_timeout of the insertion with wait => false */
+/* lock_timeout of the SPI insertion with wait => false */
 #define IDEM_NOWAIT_LOCK_TIMEOUT	"1ms"
 
-/* The statements, prepared once per backend */
+/* The table's indexes: the primary key and the one on expires_at */
+#define IDEM_NUM_INDEXES	2
+
+/*
+ * The columns of fencing.idempotency_keys.  owner is new in 1.1; the
+ * others are 1.0's.
+ */
+typedef enum IdemTableColumn
+{
+	IC_KEY,
+	IC_REQUEST_HASH,
+	IC_STATE,
+	IC_RESULT,
+	IC_CLAIM,
+	IC_RECOVERY_POINT,
+	IC_LOCKED_UNTIL,
+	IC_EXPIRES_AT,
+	IC_CREATED_AT,
+	IC_UPDATED_AT,
+	IC_OWNER,
+	IC_NCOLUMNS
+} IdemTableColumn;
+
+static const char *const IdemColumnNames[IC_NCOLUMNS] = {
+	"key", "request_hash", "state", "result", "claim", "recovery_point",
+	"locked_until", "expires_at", "created_at", "updated_at", "owner"
+};
+
+/* Their types; InvalidOid: fencing.fence, whose OID is not fixed */
+static const Oid IdemColumnTypes[IC_NCOLUMNS] = {
+	TEXTOID, BYTEAOID, TEXTOID, JSONBOID, InvalidOid, TEXTOID,
+	TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID
+};
+
+/*
+ * What this backend knows of the table and its sequence, until a relcache
+ * invalidation of either (ALTER EXTENSION UPDATE, DROP EXTENSION, ALTER
+ * TABLE by a DBA).
+ */
+typedef struct IdemTableInfo
+{
+	bool		valid;
+	Oid			relid;
+	Oid			seqid;
+	bool		has_owner;		/* 1.1's table: keys have owners */
+	bool		direct_shape;	/* exactly the known columns, of their types */
+	AttrNumber	attnum[IC_NCOLUMNS];	/* 0: no such column */
+	int			natts;
+} IdemTableInfo;
+
+static IdemTableInfo idem_table;
+static bool idem_callback_registered = false;
+
+/*
+ * The row this transaction last wrote for a key, by the TID its index
+ * entries point to: the claim update that usually follows in the same
+ * transaction (begin, business write, complete) finds the row there
+ * without descending the primary key.  Only a hint: the row found must
+ * still be visible and carry the key, else the index is asked.  Reset at
+ * the end of every transaction, and tied to the table's file, so that the
+ * TID always lies in the table (VACUUM cannot truncate it while the
+ * transaction's lock is held; TRUNCATE gives it a new file).
+ */
+#define IDEM_HINT_KEYLEN	(FENCING_IDEM_KEY_MAXLEN * 4)
+
+typedef struct IdemRowHint
+{
+	bool		valid;
+	Oid			relid;
+	Oid			relfilenode;	/* TRUNCATE in between makes a new one */
+	ItemPointerData tid;
+	int			keylen;
+	char		key[IDEM_HINT_KEYLEN];
+} IdemRowHint;
+
+static IdemRowHint idem_hint;
+static bool idem_xact_callback_registered = false;
+
+/* The row type of idem_begin()'s result, built once per backend */
+static Oid	idem_begin_fn_oid = InvalidOid;
+static TupleDesc idem_begin_tupdesc = NULL;
+
+/* The SPI statements, prepared once per backend and table version */
 typedef enum IdemQuery
 {
 	IDEM_Q_INSERT,
@@ -91,7 +211,7 @@ typedef enum IdemQuery
 
 typedef struct IdemQueryDef
 {
-	const char *sql;
+	const char *sql[2];			/* [0] 1.0's table, [1] with owner */
 	int			nargs;
 	Oid			argtypes[6];
 } IdemQueryDef;
@@ -107,69 +227,110 @@ typedef struct IdemQueryDef
 	"   AND locked_until IS NOT NULL" \
 	"   AND expires_at OPERATOR(pg_catalog.>) $4"
 
+/* The columns read by IDEM_Q_PEEK and IDEM_Q_SELECT */
+#define IDEM_SELECT_10 \
+	"SELECT request_hash, state, result, claim, recovery_point," \
+	" locked_until, expires_at, NULL::pg_catalog.regrole" \
+	" FROM fencing.idempotency_keys" \
+	" WHERE key OPERATOR(pg_catalog.=) $1"
+#define IDEM_SELECT_11 \
+	"SELECT request_hash, state, result, claim, recovery_point," \
+	" locked_until, expires_at, owner" \
+	" FROM fencing.idempotency_keys" \
+	" WHERE key OPERATOR(pg_catalog.=) $1"
+
+#define IDEM_INSERT(owner_col, owner_val) \
+	"INSERT INTO fencing.idempotency_keys" \
+	" (key, request_hash, state, result, claim, recovery_point," \
+	"  locked_until, expires_at, created_at, updated_at" owner_col ")" \
+	" VALUES ($1, $2, 'running', NULL," \
+	"  fencing.fence(pg_catalog.nextval('fencing.idempotency_claim_seq'::pg_catalog.regclass), 1)," \
+	"  NULL, $4, $5, $3, $3" owner_val ")" \
+	" ON CONFLICT (key) DO NOTHING" \
+	" RETURNING claim"
+
+#define IDEM_RECREATE(owner_set) \
+	"UPDATE fencing.idempotency_keys" \
+	" SET request_hash = $2, state = 'running', result = NULL," \
+	"  claim = fencing.fence(GREATEST(" \
+	"   pg_catalog.nextval('fencing.idempotency_claim_seq'::pg_catalog.regclass)," \
+	"   fencing.epoch(claim) OPERATOR(pg_catalog.+) 1), 1)," \
+	"  recovery_point = NULL, locked_until = $4, expires_at = $5," \
+	"  created_at = $3, updated_at = $3" owner_set \
+	" WHERE key OPERATOR(pg_catalog.=) $1" \
+	" RETURNING claim"
+
+/*
+ * The lease of a checkpoint: $6, or without one the lease's current
+ * length.  The key never expires before its lease runs out.
+ */
+#define IDEM_CHECKPOINT_LEASE \
+	"$4 OPERATOR(pg_catalog.+)" \
+	" COALESCE($6, locked_until OPERATOR(pg_catalog.-) updated_at)"
+#define IDEM_CHECKPOINT(returning) \
+	"UPDATE fencing.idempotency_keys" \
+	" SET recovery_point = COALESCE($5, recovery_point)," \
+	"  locked_until = " IDEM_CHECKPOINT_LEASE "," \
+	"  expires_at = GREATEST(expires_at, " IDEM_CHECKPOINT_LEASE ")," \
+	"  updated_at = $4" \
+	IDEM_CLAIM_MATCHES returning
+
+#define IDEM_COMPLETE(returning) \
+	"UPDATE fencing.idempotency_keys" \
+	" SET state = 'done', result = $5, locked_until = NULL, updated_at = $4" \
+	IDEM_CLAIM_MATCHES returning
+
+#define IDEM_ABANDON(returning) \
+	"UPDATE fencing.idempotency_keys" \
+	" SET locked_until = NULL, updated_at = $4" \
+	IDEM_CLAIM_MATCHES returning
+
+#define IDEM_RETURNING_10	" RETURNING NULL::pg_catalog.regrole"
+#define IDEM_RETURNING_11	" RETURNING owner"
+
 static const IdemQueryDef IdemQueries[IDEM_NUM_QUERIES] = {
-	/* IDEM_Q_INSERT: $1 key, $2 hash, $3 now, $4 locked_until, $5 expires_at */
+	/*
+	 * IDEM_Q_INSERT: $1 key, $2 hash, $3 now, $4 locked_until, $5
+	 * expires_at, $6 owner
+	 */
 	{
-		"INSERT INTO fencing.idempotency_keys"
-		" (key, request_hash, state, result, claim, recovery_point,"
-		"  locked_until, expires_at, created_at, updated_at)"
-		" VALUES ($1, $2, 'running', NULL,"
-		"  fencing.fence(pg_catalog.nextval('fencing.idempotency_claim_seq'::pg_catalog.regclass), 1),"
-		"  NULL, $4, $5, $3, $3)"
-		" ON CONFLICT (key) DO NOTHING"
-		" RETURNING claim",
-		5, {TEXTOID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+		{IDEM_INSERT("", ""), IDEM_INSERT(", owner", ", $6")},
+		6, {TEXTOID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID}
 	},
 	/* IDEM_Q_PEEK: $1 key; the row as committed, without a lock */
 	{
-		"SELECT request_hash, state, result, claim, recovery_point,"
-		" locked_until, expires_at"
-		" FROM fencing.idempotency_keys"
-		" WHERE key OPERATOR(pg_catalog.=) $1",
+		{IDEM_SELECT_10, IDEM_SELECT_11},
 		1, {TEXTOID}
 	},
 	/* IDEM_Q_SELECT: $1 key */
 	{
-		"SELECT request_hash, state, result, claim, recovery_point,"
-		" locked_until, expires_at"
-		" FROM fencing.idempotency_keys"
-		" WHERE key OPERATOR(pg_catalog.=) $1"
-		" FOR UPDATE",
+		{IDEM_SELECT_10 " FOR UPDATE", IDEM_SELECT_11 " FOR UPDATE"},
 		1, {TEXTOID}
 	},
 	/* IDEM_Q_SELECT_NOWAIT: $1 key */
 	{
-		"SELECT request_hash, state, result, claim, recovery_point,"
-		" locked_until, expires_at"
-		" FROM fencing.idempotency_keys"
-		" WHERE key OPERATOR(pg_catalog.=) $1"
-		" FOR UPDATE NOWAIT",
+		{IDEM_SELECT_10 " FOR UPDATE NOWAIT", IDEM_SELECT_11 " FOR UPDATE NOWAIT"},
 		1, {TEXTOID}
 	},
-	/* IDEM_Q_RECREATE: an expired row becomes a new incarnation */
+	/* IDEM_Q_RECREATE: an expired row becomes a new incarnation (as INSERT) */
 	{
-		"UPDATE fencing.idempotency_keys"
-		" SET request_hash = $2, state = 'running', result = NULL,"
-		"  claim = fencing.fence(GREATEST("
-		"   pg_catalog.nextval('fencing.idempotency_claim_seq'::pg_catalog.regclass),"
-		"   fencing.epoch(claim) OPERATOR(pg_catalog.+) 1), 1),"
-		"  recovery_point = NULL, locked_until = $4, expires_at = $5,"
-		"  created_at = $3, updated_at = $3"
-		" WHERE key OPERATOR(pg_catalog.=) $1"
-		" RETURNING claim",
-		5, {TEXTOID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+		{IDEM_RECREATE(""), IDEM_RECREATE(", owner = $6")},
+		6, {TEXTOID, BYTEAOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID}
 	},
 	/* IDEM_Q_RESUME: $1 key, $2 now, $3 locked_until, $4 expires_at */
 	{
-		"UPDATE fencing.idempotency_keys"
-		" SET claim = fencing.fence(GREATEST("
-		"   pg_catalog.nextval('fencing.idempotency_claim_seq'::pg_catalog.regclass),"
-		"   fencing.epoch(claim) OPERATOR(pg_catalog.+) 1),"
-		"   fencing.counter(claim) OPERATOR(pg_catalog.+) 1),"
-		"  locked_until = $3,"
-		"  expires_at = GREATEST(expires_at, $4), updated_at = $2"
-		" WHERE key OPERATOR(pg_catalog.=) $1"
-		" RETURNING claim, expires_at",
+		{
+			"UPDATE fencing.idempotency_keys"
+			" SET claim = fencing.fence(GREATEST("
+			"   pg_catalog.nextval('fencing.idempotency_claim_seq'::pg_catalog.regclass),"
+			"   fencing.epoch(claim) OPERATOR(pg_catalog.+) 1),"
+			"   fencing.counter(claim) OPERATOR(pg_catalog.+) 1),"
+			"  locked_until = $3,"
+			"  expires_at = GREATEST(expires_at, $4), updated_at = $2"
+			" WHERE key OPERATOR(pg_catalog.=) $1"
+			" RETURNING claim, expires_at",
+			NULL				/* the same */
+		},
 		4, {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 	},
 
@@ -179,38 +340,34 @@ static const IdemQueryDef IdemQueries[IDEM_NUM_QUERIES] = {
 	 * and updated_at are always written together.
 	 */
 	{
-		"UPDATE fencing.idempotency_keys"
-		" SET recovery_point = COALESCE($5, recovery_point),"
-		"  locked_until = $4 OPERATOR(pg_catalog.+)"
-		"   COALESCE($6, locked_until OPERATOR(pg_catalog.-) updated_at),"
-		"  updated_at = $4"
-		IDEM_CLAIM_MATCHES,
+		{IDEM_CHECKPOINT(IDEM_RETURNING_10), IDEM_CHECKPOINT(IDEM_RETURNING_11)},
 		6, {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID, TEXTOID, INTERVALOID}
 	},
 	/* IDEM_Q_COMPLETE: $1 key, $2 $3 claim, $4 now, $5 result */
 	{
-		"UPDATE fencing.idempotency_keys"
-		" SET state = 'done', result = $5, locked_until = NULL, updated_at = $4"
-		IDEM_CLAIM_MATCHES,
+		{IDEM_COMPLETE(IDEM_RETURNING_10), IDEM_COMPLETE(IDEM_RETURNING_11)},
 		5, {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID, JSONBOID}
 	},
 	/* IDEM_Q_ABANDON: $1 key, $2 $3 claim, $4 now */
 	{
-		"UPDATE fencing.idempotency_keys"
-		" SET locked_until = NULL, updated_at = $4"
-		IDEM_CLAIM_MATCHES,
+		{IDEM_ABANDON(IDEM_RETURNING_10), IDEM_ABANDON(IDEM_RETURNING_11)},
 		4, {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID}
 	},
 	/* IDEM_Q_LOOKUP: $1 key; explains a refused claim */
 	{
-		"SELECT state, claim, locked_until, expires_at"
-		" FROM fencing.idempotency_keys"
-		" WHERE key OPERATOR(pg_catalog.=) $1",
+		{
+			"SELECT state, claim, locked_until, expires_at, NULL::pg_catalog.regrole"
+			" FROM fencing.idempotency_keys"
+			" WHERE key OPERATOR(pg_catalog.=) $1",
+			"SELECT state, claim, locked_until, expires_at, owner"
+			" FROM fencing.idempotency_keys"
+			" WHERE key OPERATOR(pg_catalog.=) $1"
+		},
 		1, {TEXTOID}
 	},
 };
 
-static SPIPlanPtr IdemPlans[IDEM_NUM_QUERIES];
+static SPIPlanPtr IdemPlans[2][IDEM_NUM_QUERIES];
 
 /* Columns of IDEM_Q_PEEK and IDEM_Q_SELECT */
 #define SEL_REQUEST_HASH	1
@@ -220,9 +377,178 @@ static SPIPlanPtr IdemPlans[IDEM_NUM_QUERIES];
 #define SEL_RECOVERY_POINT	5
 #define SEL_LOCKED_UNTIL	6
 #define SEL_EXPIRES_AT		7
+#define SEL_OWNER			8
+
+/* Columns of IDEM_Q_LOOKUP */
+#define LOOKUP_STATE		1
+#define LOOKUP_CLAIM		2
+#define LOOKUP_EXPIRES_AT	4
+#define LOOKUP_OWNER		5
 
 /* Columns of the result of idem_begin() */
 #define BEGIN_NCOLS			5
+
+/* The claim updates */
+typedef enum IdemClaimOp
+{
+	IDEM_OP_CHECKPOINT,
+	IDEM_OP_COMPLETE,
+	IDEM_OP_ABANDON
+} IdemClaimOp;
+
+/* The outcome of a direct write */
+typedef enum IdemDirectResult
+{
+	IDEM_DIRECT_UNAVAILABLE,	/* the table does not qualify: use SPI */
+	IDEM_DIRECT_DONE,			/* written */
+	IDEM_DIRECT_EXISTS,			/* idem_begin: the key has a row */
+	IDEM_DIRECT_BUSY,			/* idem_begin, no wait: the key is being
+								 * inserted by an open transaction */
+	IDEM_DIRECT_LOST			/* a claim update: not the running claim */
+} IdemDirectResult;
+
+/* What explains a refused claim update (SF001) */
+typedef struct IdemLostClaim
+{
+	bool		exists;			/* a live (unexpired) row */
+	char	   *state;
+	Fence	   *claim;			/* NULL: none */
+} IdemLostClaim;
+
+/* Relcache invalidation: forget what we knew of the table. */
+static void
+IdemInvalidateTable(Datum arg pg_attribute_unused(), Oid relid)
+{
+	if (!OidIsValid(relid) || relid == idem_table.relid ||
+		relid == idem_table.seqid)
+		idem_table.valid = false;
+}
+
+/*
+ * The table as it is now: its columns (1.0's, or 1.1's with owner), and
+ * whether they are exactly the known ones with their types, as the direct
+ * path needs (a column added by hand would need its default).
+ */
+static IdemTableInfo *
+IdemGetTable(void)
+{
+	Oid			nspid;
+	Relation	rel;
+	TupleDesc	desc;
+	Oid			fence_type;
+	int			i;
+	int			known = 0;
+	int			live = 0;
+
+	if (idem_table.valid)
+		return &idem_table;
+
+	if (!idem_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(IdemInvalidateTable, (Datum) 0);
+		idem_callback_registered = true;
+	}
+
+	nspid = FencingSchemaOid();
+	memset(&idem_table, 0, sizeof(idem_table));
+	idem_table.relid = get_relname_relid("idempotency_keys", nspid);
+	idem_table.seqid = get_relname_relid("idempotency_claim_seq", nspid);
+	if (!OidIsValid(idem_table.relid) || !OidIsValid(idem_table.seqid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table fencing.idempotency_keys or sequence fencing.idempotency_claim_seq is missing"),
+				 errhint("Drop and create the extension fencing again.")));
+
+	fence_type = FencingTypeOid();
+	rel = table_open(idem_table.relid, AccessShareLock);
+	desc = RelationGetDescr(rel);
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			c;
+
+		if (att->attisdropped)
+			continue;
+		live++;
+		for (c = 0; c < IC_NCOLUMNS; c++)
+		{
+			Oid			want = OidIsValid(IdemColumnTypes[c]) ?
+				IdemColumnTypes[c] : fence_type;
+
+			if (strcmp(NameStr(att->attname), IdemColumnNames[c]) == 0)
+			{
+				if (att->atttypid == want)
+				{
+					idem_table.attnum[c] = att->attnum;
+					known++;
+				}
+				break;
+			}
+		}
+	}
+	idem_table.natts = desc->natts;
+	table_close(rel, AccessShareLock);
+
+	idem_table.has_owner = idem_table.attnum[IC_OWNER] != 0;
+	idem_table.direct_shape = (known == live);
+	for (i = 0; i < IC_OWNER; i++)
+		if (idem_table.attnum[i] == 0)
+			idem_table.direct_shape = false;
+	idem_table.valid = true;
+	return &idem_table;
+}
+
+/* Transaction end: the hint's TID is no longer ours. */
+static void
+IdemXactCallback(XactEvent event pg_attribute_unused(),
+				 void *arg pg_attribute_unused())
+{
+	idem_hint.valid = false;
+}
+
+/* Remember where this transaction wrote the row of key. */
+static void
+IdemRememberRow(Relation rel, text *key, ItemPointer tid)
+{
+	int			len = VARSIZE_ANY_EXHDR(key);
+
+	if (!idem_xact_callback_registered)
+	{
+		RegisterXactCallback(IdemXactCallback, NULL);
+		idem_xact_callback_registered = true;
+	}
+	if (len > IDEM_HINT_KEYLEN)
+	{
+		idem_hint.valid = false;
+		return;
+	}
+	idem_hint.relid = RelationGetRelid(rel);
+	idem_hint.relfilenode = rel->rd_rel->relfilenode;
+	idem_hint.tid = *tid;
+	idem_hint.keylen = len;
+	memcpy(idem_hint.key, VARDATA_ANY(key), len);
+	idem_hint.valid = true;
+}
+
+/* Does the hint name a row of key in rel? */
+static bool
+IdemHintFor(Relation rel, text *key)
+{
+	return idem_hint.valid && idem_hint.relid == RelationGetRelid(rel) &&
+		idem_hint.relfilenode == rel->rd_rel->relfilenode &&
+		idem_hint.keylen == (int) VARSIZE_ANY_EXHDR(key) &&
+		memcmp(idem_hint.key, VARDATA_ANY(key), idem_hint.keylen) == 0;
+}
+
+/* Is value (a text of the table) the key? */
+static bool
+IdemKeyEquals(Datum value, text *key)
+{
+	text	   *v = DatumGetTextPP(value);
+
+	return VARSIZE_ANY_EXHDR(v) == VARSIZE_ANY_EXHDR(key) &&
+		memcmp(VARDATA_ANY(v), VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key)) == 0;
+}
 
 /* Count one outcome of idem_begin() in fencing.idempotency_stats. */
 static void
@@ -233,34 +559,39 @@ CountOutcome(FencingIdemCounter counter)
 
 /* The prepared plan of a statement, prepared on first use. */
 static SPIPlanPtr
-IdemPlan(IdemQuery q)
+IdemPlan(IdemQuery q, bool has_owner)
 {
-	if (IdemPlans[q] == NULL)
+	int			v = has_owner ? 1 : 0;
+
+	if (IdemPlans[v][q] == NULL)
 	{
 		const IdemQueryDef *def = &IdemQueries[q];
+		const char *sql = def->sql[v] ? def->sql[v] : def->sql[0];
 		SPIPlanPtr	plan;
 
-		plan = SPI_prepare(def->sql, def->nargs, (Oid *) def->argtypes);
+		plan = SPI_prepare(sql, def->nargs, (Oid *) def->argtypes);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
-				 def->sql, SPI_result_code_string(SPI_result));
+				 sql, SPI_result_code_string(SPI_result));
 		if (SPI_keepplan(plan) != 0)
 			elog(ERROR, "SPI_keepplan failed");
-		IdemPlans[q] = plan;
+		IdemPlans[v][q] = plan;
 	}
-	return IdemPlans[q];
+	return IdemPlans[v][q];
 }
 
 /* Run a prepared statement; nulls as SPI wants them (' ' or 'n'). */
 static void
 IdemExecute(IdemQuery q, Datum *values, const char *nulls, int expected)
 {
+	bool		has_owner = IdemGetTable()->has_owner;
 	int			rc;
 
-	rc = SPI_execute_plan(IdemPlan(q), values, nulls, false, 0);
+	rc = SPI_execute_plan(IdemPlan(q, has_owner), values, nulls, false, 0);
 	if (rc != expected)
 		elog(ERROR, "unexpected SPI result %s for \"%s\"",
-			 SPI_result_code_string(rc), IdemQueries[q].sql);
+			 SPI_result_code_string(rc),
+			 IdemQueries[q].sql[has_owner && IdemQueries[q].sql[1] ? 1 : 0]);
 }
 
 /* A column of the first result row, or 0 and *isnull. */
@@ -300,6 +631,14 @@ CheckKey(text *key)
 						   len, FENCING_IDEM_KEY_MAXLEN)));
 }
 
+/* The text form of an interval, for messages. */
+static char *
+IntervalToCString(Interval *iv)
+{
+	return DatumGetCString(DirectFunctionCall1(interval_out,
+											   IntervalPGetDatum(iv)));
+}
+
 /* Check that an interval is positive; name says which argument it is. */
 static void
 CheckPositiveInterval(Interval *iv, const char *name)
@@ -313,9 +652,27 @@ CheckPositiveInterval(Interval *iv, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be a positive interval", name),
-				 errdetail("The %s was %s.", name,
-						   DatumGetCString(DirectFunctionCall1(interval_out,
-															   IntervalPGetDatum(iv))))));
+				 errdetail("The %s was %s.", name, IntervalToCString(iv))));
+}
+
+/*
+ * A key must outlive its claim's lease: a key that expired while its
+ * owner still held the lease would count as absent, and could be begun
+ * and executed again by another caller.
+ */
+static void
+CheckRetentionCoversLease(Interval *retention, Interval *lease)
+{
+	if (DatumGetBool(DirectFunctionCall2(interval_lt,
+										 IntervalPGetDatum(retention),
+										 IntervalPGetDatum(lease))))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retention must not be shorter than the lease"),
+				 errdetail("The retention was %s and the lease %s.",
+						   IntervalToCString(retention),
+						   IntervalToCString(lease)),
+				 errhint("A key that expired while its claim's lease was still running could be begun again by another caller.")));
 }
 
 /* now + iv, with the usual overflow error. */
@@ -348,6 +705,53 @@ RequestFingerprint(Jsonb *request)
 	memcpy(VARDATA(buf), utf8, len);
 	return DatumGetByteaPP(DirectFunctionCall1(sha256_bytea,
 											   PointerGetDatum(buf)));
+}
+
+/*
+ * May role (the caller, whoever we run as now) use a key owned by owner?
+ * A key of PUBLIC (owner 0: begun under 1.0, see the update script), or
+ * of a 1.0 table without the column (NULL), may be used by every role.
+ */
+static bool
+RoleMayUseKey(Oid role, bool owner_null, Oid owner)
+{
+	FencingSavedUser saved;
+	bool		ok;
+
+	if (owner_null || !OidIsValid(owner))
+		return true;
+	FencingBecomeRole(role, &saved);
+	ok = FencingActsFor(owner);
+	FencingRestoreUser(&saved);
+	return ok;
+}
+
+/*
+ * Raise 42501: the key belongs to another role.  Says nothing of the
+ * key's state, claim, result or recovery point.
+ */
+static void
+ReportNotOwner(const char *key, Oid owner)
+{
+	char	   *name = GetUserNameFromId(owner, true);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for idempotency key \"%s\"", key),
+			 name ?
+			 errdetail("The key belongs to role \"%s\"; only that role and its members may use it.",
+					   name) :
+			 errdetail("The key belongs to a role that was dropped (OID %u); it can be used again once it expires.",
+					   owner),
+			 errhint("Keys are global to the database: each role must use keys of its own.")));
+}
+
+/* 42501 unless the caller may use the key. */
+static void
+CheckKeyOwner(Oid caller, const char *key, bool owner_null, Oid owner)
+{
+	if (!RoleMayUseKey(caller, owner_null, owner))
+		ReportNotOwner(key, owner);
 }
 
 /* Raise SF004: the key is being worked on. */
@@ -422,42 +826,35 @@ IdemExecuteNoWait(IdemQuery q, Datum *args, int expected, bool wait,
 }
 
 /*
- * Raise SF001: token is not the key's current running claim.  Called
- * connected to SPI, with the key locked; looks the row up to say why.
+ * Raise SF001: token is not the key's current running claim; lost says
+ * what the key's row holds (the caller has checked that it may see it).
  */
 static void
-ReportLostClaim(text *key, const Fence *token, TimestampTz now)
+ReportLostClaim(text *key, const Fence *token, const IdemLostClaim *lost)
 {
 	char	   *key_s = text_to_cstring(key);
 	char	   *token_s = FenceToCString(token);
-	Datum		values[1];
-	bool		isnull;
 	char	   *detail;
 	Relation	rel;
 
-	values[0] = PointerGetDatum(key);
-	IdemExecute(IDEM_Q_LOOKUP, values, NULL, SPI_OK_SELECT);
-
-	if (SPI_processed == 0 ||
-		DatumGetTimestampTz(IdemColumn(4, &isnull)) <= now)
+	if (!lost->exists)
 		detail = psprintf("Idempotency key \"%s\" does not exist or has expired.",
 						  key_s);
 	else
 	{
-		char	   *state = TextDatumGetCString(IdemColumn(1, &isnull));
-		Fence	   *claim = DatumGetFenceP(IdemColumn(2, &isnull));
-		bool		same = !isnull && FenceCmp(claim, token) == 0;
+		bool		same = lost->claim != NULL &&
+			FenceCmp(lost->claim, token) == 0;
 
-		if (strcmp(state, "done") == 0)
+		if (strcmp(lost->state, "done") == 0)
 			detail = same ?
 				pstrdup("The claim has already completed the key.") :
 				psprintf("The key was completed under claim %s.",
-						 FenceToCString(claim));
+						 FenceToCString(lost->claim));
 		else if (!same)
-			detail = isnull ?
+			detail = lost->claim == NULL ?
 				pstrdup("The key has no claim.") :
 				psprintf("The key's current claim is %s.",
-						 FenceToCString(claim));
+						 FenceToCString(lost->claim));
 		else
 			detail = pstrdup("The claim was abandoned.");
 	}
@@ -482,6 +879,13 @@ ReportLostClaim(text *key, const Fence *token, TimestampTz now)
 static void
 IdemConnect(FencingSavedUser *caller)
 {
+	/*
+	 * Lock the table as the statements will, first: an ALTER EXTENSION
+	 * UPDATE that committed meanwhile is then seen before the statements'
+	 * form (with or without owner) is chosen.
+	 */
+	LockRelationOid(IdemGetTable()->relid, RowExclusiveLock);
+	(void) IdemGetTable();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	FencingBecomeOwner(caller);
@@ -493,6 +897,118 @@ IdemFinish(FencingSavedUser *caller)
 {
 	FencingRestoreUser(caller);
 	SPI_finish();
+}
+
+/*
+ * Open the table for a direct write; false when it does not qualify (then
+ * nothing is left open).  The arbiter must be the primary key on key.
+ */
+static bool
+IdemOpenDirect(IdemTableInfo *t, DirectTable *dt)
+{
+	Relation	rel;
+	IndexInfo  *pk;
+
+	if (!t->direct_shape)
+		return false;
+	rel = table_open(t->relid, RowExclusiveLock);
+
+	/*
+	 * Locking it processed the invalidations of whatever committed before:
+	 * the shape must still be the one the tuples are built for.
+	 */
+	t = IdemGetTable();
+	if (!t->direct_shape || t->relid != RelationGetRelid(rel) ||
+		t->natts != RelationGetDescr(rel)->natts ||
+		!DirectTableOpen(rel, InvalidOid, IDEM_NUM_INDEXES, dt))
+	{
+		table_close(rel, RowExclusiveLock);
+		return false;
+	}
+	pk = dt->index_info[dt->arbiter];
+	if (pk->ii_NumIndexAttrs != 1 ||
+		pk->ii_IndexAttrNumbers[0] != t->attnum[IC_KEY])
+	{
+		DirectTableClose(dt);
+		table_close(rel, RowExclusiveLock);
+		return false;
+	}
+	return true;
+}
+
+/* Close what IdemOpenDirect opened; the locks stay until the end. */
+static void
+IdemCloseDirect(DirectTable *dt)
+{
+	Relation	rel = dt->rel;
+
+	DirectTableClose(dt);
+	table_close(rel, NoLock);
+}
+
+/*
+ * idem_begin()'s common case without SPI: insert the key's row, claim
+ * (E, 1), unless the key has a row.  The epoch is drawn first, as the SPI
+ * statement draws it in VALUES.  Returns IDEM_DIRECT_DONE with *claim set,
+ * IDEM_DIRECT_EXISTS, IDEM_DIRECT_BUSY (no wait, another transaction is
+ * inserting the key) or IDEM_DIRECT_UNAVAILABLE.
+ */
+static IdemDirectResult
+IdemDirectStart(text *key, bytea *hash, TimestampTz now,
+				TimestampTz locked_until, TimestampTz expires_at,
+				Oid owner, bool wait, Fence *claim)
+{
+	IdemTableInfo *t = IdemGetTable();
+	DirectTable dt;
+	TupleDesc	desc;
+	Datum	   *values;
+	bool	   *nulls;
+	HeapTuple	tup;
+	ItemPointerData conflict;
+	IdemDirectResult result = IDEM_DIRECT_UNAVAILABLE;
+
+	if (!IdemOpenDirect(t, &dt))
+		return IDEM_DIRECT_UNAVAILABLE;
+
+	desc = RelationGetDescr(dt.rel);
+	values = palloc0(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
+	memset(nulls, true, sizeof(bool) * desc->natts);
+
+	claim->epoch = nextval_internal(t->seqid, false);
+	claim->counter = 1;
+
+#define SET_COLUMN(c, v) \
+	do { values[t->attnum[c] - 1] = (v); nulls[t->attnum[c] - 1] = false; } while (0)
+	SET_COLUMN(IC_KEY, PointerGetDatum(key));
+	SET_COLUMN(IC_REQUEST_HASH, PointerGetDatum(hash));
+	SET_COLUMN(IC_STATE, CStringGetTextDatum("running"));
+	SET_COLUMN(IC_CLAIM, FencePGetDatum(claim));
+	SET_COLUMN(IC_LOCKED_UNTIL, TimestampTzGetDatum(locked_until));
+	SET_COLUMN(IC_EXPIRES_AT, TimestampTzGetDatum(expires_at));
+	SET_COLUMN(IC_CREATED_AT, TimestampTzGetDatum(now));
+	SET_COLUMN(IC_UPDATED_AT, TimestampTzGetDatum(now));
+	if (t->has_owner)
+		SET_COLUMN(IC_OWNER, ObjectIdGetDatum(owner));
+#undef SET_COLUMN
+
+	tup = heap_form_tuple(desc, values, nulls);
+	switch (DirectInsert(&dt, tup, wait, &conflict))
+	{
+		case DIRECT_INSERTED:
+			IdemRememberRow(dt.rel, key, &tup->t_self);
+			result = IDEM_DIRECT_DONE;
+			break;
+		case DIRECT_CONFLICT:
+			result = IDEM_DIRECT_EXISTS;
+			break;
+		case DIRECT_BUSY:
+			result = IDEM_DIRECT_BUSY;
+			break;
+	}
+	heap_freetuple(tup);
+	IdemCloseDirect(&dt);
+	return result;
 }
 
 /*
@@ -514,10 +1030,11 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 	Datum		recovery_point = (Datum) 0;
 	bool		result_null = true;
 	bool		recovery_point_null = true;
+	bool		direct = true;
+	bool		connected = false;
+	Oid			caller_id = GetUserId();
 	int			attempt;
 	FencingSavedUser caller;
-
-	IdemConnect(&caller);
 
 	/*
 	 * Normally one round: insert, or find the row.  A row deleted by
@@ -525,14 +1042,17 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 	 */
 	for (attempt = 0; outcome == NULL; attempt++)
 	{
-		Datum		args[5];
+		Datum		args[6];
 		Datum		resume_args[4];
 		bool		isnull;
 		bool		locked;
+		bool		exists = false;
 		bytea	   *row_hash;
 		char	   *state;
 		Datum		lu;
 		bool		lu_null;
+		bool		owner_null;
+		Oid			owner;
 
 		recovery_point_null = true;
 		result_null = true;
@@ -543,19 +1063,53 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 		now = GetCurrentTimestamp();
 		locked_until = AddInterval(now, lease);
 		expires_at = AddInterval(now, retention);
+
+		if (direct)
+		{
+			Fence	   *new_claim = palloc(sizeof(Fence));
+
+			switch (IdemDirectStart(key, hash, now, locked_until, expires_at,
+									caller_id, wait, new_claim))
+			{
+				case IDEM_DIRECT_DONE:
+					outcome = "started";
+					claim = FencePGetDatum(new_claim);
+					continue;
+				case IDEM_DIRECT_EXISTS:
+					exists = true;
+					break;
+				case IDEM_DIRECT_BUSY:
+					ReportInProgress(text_to_cstring(key), NULL);
+					break;
+				case IDEM_DIRECT_UNAVAILABLE:
+				default:
+					direct = false;
+					break;
+			}
+		}
+
+		if (!connected)
+		{
+			IdemConnect(&caller);
+			connected = true;
+		}
 		args[0] = PointerGetDatum(key);
 		args[1] = PointerGetDatum(hash);
 		args[2] = TimestampTzGetDatum(now);
 		args[3] = TimestampTzGetDatum(locked_until);
 		args[4] = TimestampTzGetDatum(expires_at);
+		args[5] = ObjectIdGetDatum(caller_id);
 
-		IdemExecuteNoWait(IDEM_Q_INSERT, args, SPI_OK_INSERT_RETURNING,
-						  wait, key);
-		if (SPI_processed == 1)
+		if (!exists)
 		{
-			outcome = "started";
-			claim = IdemColumn(1, &isnull);
-			break;
+			IdemExecuteNoWait(IDEM_Q_INSERT, args, SPI_OK_INSERT_RETURNING,
+							  wait, key);
+			if (SPI_processed == 1)
+			{
+				outcome = "started";
+				claim = IdemColumn(1, &isnull);
+				break;
+			}
 		}
 
 		/*
@@ -588,7 +1142,11 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 				break;
 			}
 
+			/* Another role's key: nothing more about it */
 			key_s = text_to_cstring(key);
+			owner = DatumGetObjectId(IdemColumn(SEL_OWNER, &owner_null));
+			CheckKeyOwner(caller_id, key_s, owner_null, owner);
+
 			row_hash = DatumGetByteaPP(IdemColumn(SEL_REQUEST_HASH, &isnull));
 			if (VARSIZE_ANY_EXHDR(row_hash) != VARSIZE_ANY_EXHDR(hash) ||
 				memcmp(VARDATA_ANY(row_hash), VARDATA_ANY(hash),
@@ -662,7 +1220,8 @@ IdemBegin(text *key, Jsonb *request, Interval *lease, Interval *retention,
 	else
 		CountOutcome(FENCING_IDEM_RESUMED);
 
-	IdemFinish(&caller);
+	if (connected)
+		IdemFinish(&caller);
 }
 
 /*
@@ -686,6 +1245,7 @@ idem_begin(PG_FUNCTION_ARGS)
 		Interval   *lease;
 		Interval   *retention;
 
+		PreventCommandIfReadOnly("fencing.idem_begin()");
 		RequireArgument(fcinfo, 0, "idempotency key");
 		RequireArgument(fcinfo, 1, "request");
 		RequireArgument(fcinfo, 2, "lease");
@@ -697,13 +1257,29 @@ idem_begin(PG_FUNCTION_ARGS)
 		CheckKey(key);
 		CheckPositiveInterval(lease, "lease");
 		CheckPositiveInterval(retention, "retention");
+		CheckRetentionCoversLease(retention, lease);
 
 		funcctx = SRF_FIRSTCALL_INIT();
-		oldcxt = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
-		tupdesc = BlessTupleDesc(tupdesc);
-		MemoryContextSwitchTo(oldcxt);
+
+		/*
+		 * The result's row type, built from pg_proc once per backend rather
+		 * than on every call (a tenth of the call's cost): it is fixed for
+		 * this function OID, which a new CREATE EXTENSION changes.
+		 */
+		if (idem_begin_tupdesc == NULL ||
+			idem_begin_fn_oid != fcinfo->flinfo->fn_oid)
+		{
+			if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+				elog(ERROR, "return type must be a row type");
+			oldcxt = MemoryContextSwitchTo(CacheMemoryContext);
+			tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
+			MemoryContextSwitchTo(oldcxt);
+			if (idem_begin_tupdesc != NULL)
+				FreeTupleDesc(idem_begin_tupdesc);
+			idem_begin_tupdesc = tupdesc;
+			idem_begin_fn_oid = fcinfo->flinfo->fn_oid;
+		}
+		tupdesc = idem_begin_tupdesc;
 
 		IdemBegin(key, PG_GETARG_JSONB_P(1), lease, retention,
 				  PG_GETARG_BOOL(4), values, nulls,
@@ -721,48 +1297,304 @@ idem_begin(PG_FUNCTION_ARGS)
 	SRF_RETURN_DONE(funcctx);
 }
 
+/* The arguments of a claim update beyond key and token. */
+typedef struct IdemClaimArgs
+{
+	Datum		recovery_point; /* checkpoint */
+	bool		recovery_point_null;
+	Interval   *lease;			/* checkpoint; NULL: keep its length */
+	Datum		result;			/* complete */
+	bool		result_null;
+} IdemClaimArgs;
+
+/*
+ * A snapshot that sees what this transaction has written so far: a new
+ * one under READ COMMITTED, the transaction's (with the current command)
+ * otherwise; *pushed says whether IdemSnapshotEnd() must pop it.
+ */
+static Snapshot
+IdemSnapshotBegin(bool *pushed)
+{
+	CommandCounterIncrement();
+	if (!IsolationUsesXactSnapshot())
+	{
+		*pushed = false;
+		return GetTransactionSnapshot();
+	}
+	PushActiveSnapshot(GetTransactionSnapshot());
+	UpdateActiveSnapshotCommandId();
+	*pushed = true;
+	return GetActiveSnapshot();
+}
+
+static void
+IdemSnapshotEnd(bool pushed)
+{
+	if (pushed)
+		PopActiveSnapshot();
+}
+
+/*
+ * A claim update (checkpoint, complete, abandon) without SPI: find the
+ * key's row, check the caller may use it (42501) and that token is its
+ * running claim, and update it; what the SPI statements do.  Returns
+ * IDEM_DIRECT_DONE, IDEM_DIRECT_LOST with *lost filled (SF001 to raise),
+ * or IDEM_DIRECT_UNAVAILABLE.
+ */
+static IdemDirectResult
+IdemDirectClaimUpdate(IdemClaimOp op, text *key, const Fence *token,
+					  TimestampTz now, const IdemClaimArgs *a,
+					  IdemLostClaim *lost)
+{
+	IdemTableInfo *t = IdemGetTable();
+	DirectTable dt;
+	TupleDesc	desc;
+	Datum		keyval = PointerGetDatum(key);
+	Datum	   *values;
+	bool	   *nulls;
+	bool	   *replace;
+	int			attempt;
+	IdemDirectResult result = IDEM_DIRECT_UNAVAILABLE;
+
+	if (!IdemOpenDirect(t, &dt))
+		return IDEM_DIRECT_UNAVAILABLE;
+
+	desc = RelationGetDescr(dt.rel);
+	values = palloc(sizeof(Datum) * desc->natts);
+	nulls = palloc(sizeof(bool) * desc->natts);
+	replace = palloc(sizeof(bool) * desc->natts);
+
+	for (attempt = 0;; attempt++)
+	{
+		bool		pushed;
+		bool		found = false;
+		Snapshot	snapshot;
+		HeapTuple	oldtup;
+		HeapTuple	newtup;
+		bool		shouldfree;
+		ItemPointerData tid;
+		Fence	   *claim;
+		TimestampTz expires_at;
+		TM_Result	tmres;
+
+		/* the row this transaction wrote for the key, or the index's */
+		snapshot = IdemSnapshotBegin(&pushed);
+		if (attempt == 0 && IdemHintFor(dt.rel, key) &&
+			DirectFetchTid(&dt, &idem_hint.tid, snapshot))
+		{
+			bool		isnull;
+
+			found = IdemKeyEquals(slot_getattr(dt.slot, t->attnum[IC_KEY],
+											   &isnull), key);
+		}
+		if (!found)
+			found = DirectFetch(&dt, &keyval, snapshot);
+		IdemSnapshotEnd(pushed);
+		if (!found)
+		{
+			lost->exists = false;
+			result = IDEM_DIRECT_LOST;
+			break;
+		}
+		tid = dt.slot->tts_tid;
+		oldtup = ExecFetchSlotHeapTuple(dt.slot, false, &shouldfree);
+		heap_deform_tuple(oldtup, desc, values, nulls);
+
+#define COL(c)		values[t->attnum[c] - 1]
+#define COLNULL(c)	nulls[t->attnum[c] - 1]
+		expires_at = DatumGetTimestampTz(COL(IC_EXPIRES_AT));
+		if (expires_at <= now)
+		{
+			lost->exists = false;
+			result = IDEM_DIRECT_LOST;
+			break;
+		}
+		if (t->has_owner)
+			CheckKeyOwner(GetUserId(), text_to_cstring(key),
+						  COLNULL(IC_OWNER), DatumGetObjectId(COL(IC_OWNER)));
+
+		claim = DatumGetFenceP(COL(IC_CLAIM));
+		if (FenceCmp(claim, token) != 0 || COLNULL(IC_LOCKED_UNTIL) ||
+			strcmp(TextDatumGetCString(COL(IC_STATE)), "running") != 0)
+		{
+			lost->exists = true;
+			lost->state = TextDatumGetCString(COL(IC_STATE));
+			lost->claim = FenceCopy(claim);
+			result = IDEM_DIRECT_LOST;
+			break;
+		}
+
+		/* the new version: what the SPI statement of op sets */
+		memset(replace, false, sizeof(bool) * desc->natts);
+#define SET(c, v, isnull) \
+	do { COL(c) = (v); COLNULL(c) = (isnull); replace[t->attnum[c] - 1] = true; } while (0)
+		switch (op)
+		{
+			case IDEM_OP_CHECKPOINT:
+				{
+					Interval   *lease = a->lease;
+					TimestampTz locked_until;
+
+					if (lease == NULL)
+						lease = DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
+																	  COL(IC_LOCKED_UNTIL),
+																	  COL(IC_UPDATED_AT)));
+					locked_until = AddInterval(now, lease);
+					if (!a->recovery_point_null)
+						SET(IC_RECOVERY_POINT, a->recovery_point, false);
+					SET(IC_LOCKED_UNTIL, TimestampTzGetDatum(locked_until), false);
+					if (locked_until > expires_at)
+						SET(IC_EXPIRES_AT, TimestampTzGetDatum(locked_until), false);
+					break;
+				}
+			case IDEM_OP_COMPLETE:
+				SET(IC_STATE, CStringGetTextDatum("done"), false);
+				SET(IC_RESULT, a->result, a->result_null);
+				SET(IC_LOCKED_UNTIL, (Datum) 0, true);
+				break;
+			case IDEM_OP_ABANDON:
+				SET(IC_LOCKED_UNTIL, (Datum) 0, true);
+				break;
+		}
+		SET(IC_UPDATED_AT, TimestampTzGetDatum(now), false);
+#undef SET
+#undef COL
+#undef COLNULL
+
+		newtup = heap_modify_tuple(oldtup, desc, values, nulls, replace);
+		tmres = DirectUpdate(&dt, &tid, newtup);
+		/* a HOT update keeps the chain's root, else the new row is one */
+		if (tmres == TM_Ok && !HeapTupleIsHeapOnly(newtup))
+			IdemRememberRow(dt.rel, key, &newtup->t_self);
+		heap_freetuple(newtup);
+		if (shouldfree)
+			heap_freetuple(oldtup);
+		if (tmres == TM_Ok)
+		{
+			result = IDEM_DIRECT_DONE;
+			break;
+		}
+		if (tmres != TM_Updated && tmres != TM_Deleted)
+			elog(ERROR, "unexpected result %d updating idempotency key \"%s\"",
+				 (int) tmres, text_to_cstring(key));
+		/* changed meanwhile by a transaction that has committed */
+		if (IsolationUsesXactSnapshot())
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to concurrent update")));
+		/* READ COMMITTED: decide again on the newest version */
+	}
+
+	IdemCloseDirect(&dt);
+	return result;
+}
+
 /*
  * Apply one of the claim updates (checkpoint, complete, abandon) to the
- * key's row; SF001 when token is not its current running claim.
- * extra holds the statement's arguments from $5 on.
+ * key's row: 42501 when the key belongs to another role, SF001 when token
+ * is not its current running claim.
  */
 static void
-IdemUpdateClaim(FunctionCallInfo fcinfo, IdemQuery q, int nextra,
-				Datum *extra, const char *extra_nulls)
+IdemUpdateClaim(FunctionCallInfo fcinfo, IdemClaimOp op,
+				const IdemClaimArgs *a)
 {
 	text	   *key;
 	Fence	   *token;
 	TimestampTz now;
 	Datum		args[6];
 	char		nulls[6];
-	int			i;
+	int			nargs = 4;
+	IdemQuery	q;
+	Oid			caller_id = GetUserId();
+	IdemLostClaim lost;
 	FencingSavedUser caller;
+	bool		isnull;
+	bool		owner_null;
+	Oid			owner;
 
+	PreventCommandIfReadOnly(op == IDEM_OP_CHECKPOINT ? "fencing.idem_checkpoint()" :
+							 op == IDEM_OP_COMPLETE ? "fencing.idem_complete()" :
+							 "fencing.idem_abandon()");
 	RequireArgument(fcinfo, 0, "idempotency key");
 	RequireArgument(fcinfo, 1, "token");
 	key = PG_GETARG_TEXT_PP(0);
 	token = PG_GETARG_FENCE_P(1);
 	CheckKey(key);
 
-	IdemConnect(&caller);
-
 	now = GetCurrentTimestamp();
+	memset(&lost, 0, sizeof(lost));
+	switch (IdemDirectClaimUpdate(op, key, token, now, a, &lost))
+	{
+		case IDEM_DIRECT_DONE:
+			return;
+		case IDEM_DIRECT_LOST:
+			ReportLostClaim(key, token, &lost);
+			break;
+		default:
+			break;
+	}
+
+	/* the table does not qualify for the direct path: SPI */
 	args[0] = PointerGetDatum(key);
 	args[1] = Int64GetDatum(token->epoch);
 	args[2] = Int64GetDatum(token->counter);
 	args[3] = TimestampTzGetDatum(now);
 	memset(nulls, ' ', sizeof(nulls));
-	for (i = 0; i < nextra; i++)
+	switch (op)
 	{
-		args[4 + i] = extra[i];
-		nulls[4 + i] = extra_nulls[i];
+		case IDEM_OP_CHECKPOINT:
+			q = IDEM_Q_CHECKPOINT;
+			args[4] = a->recovery_point;
+			nulls[4] = a->recovery_point_null ? 'n' : ' ';
+			args[5] = PointerGetDatum(a->lease);
+			nulls[5] = a->lease == NULL ? 'n' : ' ';
+			nargs = 6;
+			break;
+		case IDEM_OP_COMPLETE:
+			q = IDEM_Q_COMPLETE;
+			args[4] = a->result;
+			nulls[4] = a->result_null ? 'n' : ' ';
+			nargs = 5;
+			break;
+		case IDEM_OP_ABANDON:
+		default:
+			q = IDEM_Q_ABANDON;
+			break;
+	}
+	(void) nargs;
+
+	IdemConnect(&caller);
+	IdemExecute(q, args, nulls, SPI_OK_UPDATE_RETURNING);
+	if (SPI_processed == 1)
+	{
+		/*
+		 * Updated: unless the caller may use the key, the error undoes
+		 * the update with the (sub)transaction.
+		 */
+		owner = DatumGetObjectId(IdemColumn(1, &owner_null));
+		CheckKeyOwner(caller_id, text_to_cstring(key), owner_null, owner);
+		IdemFinish(&caller);
+		return;
 	}
 
-	IdemExecute(q, args, nulls, SPI_OK_UPDATE);
-	if (SPI_processed == 0)
-		ReportLostClaim(key, token, now);
+	/* Not the running claim: look the row up to say why, to its owner */
+	IdemExecute(IDEM_Q_LOOKUP, args, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 0 ||
+		DatumGetTimestampTz(IdemColumn(LOOKUP_EXPIRES_AT, &isnull)) <= now)
+		lost.exists = false;
+	else
+	{
+		Datum		c;
 
-	IdemFinish(&caller);
+		owner = DatumGetObjectId(IdemColumn(LOOKUP_OWNER, &owner_null));
+		CheckKeyOwner(caller_id, text_to_cstring(key), owner_null, owner);
+		lost.exists = true;
+		lost.state = TextDatumGetCString(IdemColumn(LOOKUP_STATE, &isnull));
+		c = IdemColumn(LOOKUP_CLAIM, &isnull);
+		lost.claim = isnull ? NULL : FenceCopy(DatumGetFenceP(c));
+	}
+	FencingRestoreUser(&caller);
+	ReportLostClaim(key, token, &lost);
 }
 
 /*
@@ -770,26 +1602,25 @@ IdemUpdateClaim(FunctionCallInfo fcinfo, IdemQuery q, int nextra,
  *
  * Record progress and renew the lease (by lease, or by the lease's
  * current length when NULL).  A NULL recovery_point keeps the last one.
+ * The key's expiry moves out with the lease if need be: a key never
+ * expires while its claim's lease runs.
  */
 Datum
 idem_checkpoint(PG_FUNCTION_ARGS)
 {
-	Datum		extra[2];
-	char		extra_nulls[2] = {' ', ' '};
+	IdemClaimArgs a;
 
-	if (PG_ARGISNULL(2))
-		extra_nulls[0] = 'n';
-	else
-		extra[0] = PG_GETARG_DATUM(2);
-	if (PG_ARGISNULL(3))
-		extra_nulls[1] = 'n';
-	else
+	memset(&a, 0, sizeof(a));
+	a.recovery_point_null = PG_ARGISNULL(2);
+	if (!a.recovery_point_null)
+		a.recovery_point = PG_GETARG_DATUM(2);
+	if (!PG_ARGISNULL(3))
 	{
-		CheckPositiveInterval(PG_GETARG_INTERVAL_P(3), "lease");
-		extra[1] = PG_GETARG_DATUM(3);
+		a.lease = PG_GETARG_INTERVAL_P(3);
+		CheckPositiveInterval(a.lease, "lease");
 	}
 
-	IdemUpdateClaim(fcinfo, IDEM_Q_CHECKPOINT, 2, extra, extra_nulls);
+	IdemUpdateClaim(fcinfo, IDEM_OP_CHECKPOINT, &a);
 	PG_RETURN_VOID();
 }
 
@@ -801,15 +1632,14 @@ idem_checkpoint(PG_FUNCTION_ARGS)
 Datum
 idem_complete(PG_FUNCTION_ARGS)
 {
-	Datum		extra[1];
-	char		extra_nulls[1] = {' '};
+	IdemClaimArgs a;
 
-	if (PG_ARGISNULL(2))
-		extra_nulls[0] = 'n';
-	else
-		extra[0] = PG_GETARG_DATUM(2);
+	memset(&a, 0, sizeof(a));
+	a.result_null = PG_ARGISNULL(2);
+	if (!a.result_null)
+		a.result = PG_GETARG_DATUM(2);
 
-	IdemUpdateClaim(fcinfo, IDEM_Q_COMPLETE, 1, extra, extra_nulls);
+	IdemUpdateClaim(fcinfo, IDEM_OP_COMPLETE, &a);
 	PG_RETURN_VOID();
 }
 
@@ -821,6 +1651,11 @@ idem_complete(PG_FUNCTION_ARGS)
 Datum
 idem_abandon(PG_FUNCTION_ARGS)
 {
-	IdemUpdateClaim(fcinfo, IDEM_Q_ABANDON, 0, NULL, NULL);
+	IdemClaimArgs a;
+
+	memset(&a, 0, sizeof(a));
+	a.recovery_point_null = true;
+	a.result_null = true;
+	IdemUpdateClaim(fcinfo, IDEM_OP_ABANDON, &a);
 	PG_RETURN_VOID();
 }

@@ -380,6 +380,9 @@ fencing_protect(PG_FUNCTION_ARGS)
 	/* citus: refuse what cannot hold across shards (citus.c) */
 	FencingCitusCheckProtect(rel, fence_column, nkeys, keynames, strict, scope_name, lease);
 
+	/* ddlguard: columns the guard can trust, inheritance trees (issue 10) */
+	FencingCheckProtectable(rel, fence_column, nkeys, keynames);
+
 	/* a lease of a role the table's owner acts for (lease.c) */
 	if (lease != NULL)
 		CheckLeaseForTable(lease, rel->rd_rel->relowner, rel);
@@ -426,6 +429,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	 */
 	table_close(rel, NoLock);
 	RunWithDdlGuardSuspended(InstallTriggers, relid, tree);
+	FencingGuardTree(relid);	/* ddlguard: inheritance children too */
 
 	/* the catalog, as the extension owner */
 	FencingBecomeOwner(&saved);
@@ -502,6 +506,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 
 	table_close(rel, NoLock);
 	RunWithDdlGuardSuspended(RemoveTriggers, relid, tree);
+	FencingUnguardTree(relid);	/* ddlguard: inheritance children too */
 
 	FencingBecomeOwner(&saved);
 	{

@@ -14,8 +14,13 @@
 # `callgrind_annotate --inclusive=yes FILE`.
 #
 # Variants: update_plain update_advance update_guard update_token
-# update_plpgsql insert_plain insert_guard insert_plpgsql, and idem_bare
-# idem_helpers idem_plpgsql once idem_begin exists (default: all).
+# update_plpgsql insert_plain insert_guard insert_plpgsql insert_floor, and
+# idem_bare idem_helpers idem_plpgsql idem_floor once idem_begin exists
+# (default: all).  Each variant's ratio is given against its group's plain
+# write and, for key scope and the idempotent request, against its floor
+# (the least work the same guarantee needs: test/bench/setup.sql and
+# setup_idem.sql).  The variants that insert are checked to have inserted
+# one row per write, so that a floor that silently did nothing cannot pass.
 # Environment: FENCING_PROFILE_N1 (300), FENCING_PROFILE_N2 (1500).
 
 set -u
@@ -28,9 +33,9 @@ trap 'exit 143' TERM
 N1=${FENCING_PROFILE_N1:-300}
 N2=${FENCING_PROFILE_N2:-1500}
 OUT=${FENCING_PROFILE_OUT:-/tmp/fencing-profile}
-variants=${*:-update_plain update_advance update_guard update_token update_plpgsql insert_plain insert_guard insert_plpgsql}
+variants=${*:-update_plain update_advance update_guard update_token update_plpgsql insert_plain insert_guard insert_plpgsql insert_floor}
 if grep -q 'FUNCTION @extschema@.idem_begin' "$FENCING_ROOT"/sql/fencing--*.sql && [ $# -eq 0 ]; then
-    variants+=" idem_bare idem_helpers idem_plpgsql"
+    variants+=" idem_bare idem_helpers idem_plpgsql idem_floor"
 fi
 command -v valgrind >/dev/null || fencing_die "valgrind is not installed (apt-get install valgrind)"
 
@@ -45,11 +50,42 @@ prepare_of() {
     insert_plain) echo "INSERT INTO led_plain (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, fencing.fence(\$2, \$3))" ;;
     insert_guard) echo "INSERT INTO led_guard (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, fencing.fence(\$2, \$3))" ;;
     insert_plpgsql) echo "INSERT INTO led_plpgsql (account_id, amount, fence) VALUES (\$1 % 1000 + 1, 1, \$2 * 1000000000 + \$3)" ;;
+    insert_floor) echo "WITH s AS (UPDATE led_floor_fences SET fence = fencing.fence(\$2, \$3) WHERE account_id = \$1 % 1000 + 1 AND fence OPERATOR(fencing.<) fencing.fence(\$2, \$3) RETURNING account_id) INSERT INTO led_floor (account_id, amount, fence) SELECT account_id, 1, fencing.fence(\$2, \$3) FROM s" ;;
     idem_bare) echo "SELECT bench_order_bare(\$2 * 1000000000 + \$3)" ;;
     idem_helpers) echo "SELECT bench_order_idem(\$2 * 1000000000 + \$3)" ;;
     idem_plpgsql) echo "SELECT bench_order_hand(\$2 * 1000000000 + \$3)" ;;
+    idem_floor) echo "SELECT bench_order_floor(\$2 * 1000000000 + \$3)" ;;
     *) fencing_die "unknown variant $1" ;;
     esac
+}
+
+# The table a variant inserts into (one row per write), or nothing.
+table_of() {
+    case $1 in
+    insert_plain) echo led_plain ;;
+    insert_guard) echo led_guard ;;
+    insert_plpgsql) echo led_plpgsql ;;
+    insert_floor) echo led_floor ;;
+    idem_bare) echo orders_bare ;;
+    idem_helpers) echo orders_idem ;;
+    idem_plpgsql) echo orders_hand ;;
+    idem_floor) echo orders_floor ;;
+    esac
+}
+
+# The floor a variant is compared with, or nothing.
+floor_of() {
+    case $1 in
+    insert_guard | insert_plpgsql) echo insert_floor ;;
+    idem_helpers | idem_plpgsql) echo idem_floor ;;
+    esac
+}
+
+# count(*) of a table, through a single-user backend (no valgrind).
+count_rows() {
+    echo "SELECT count(*) AS n FROM $1" |
+        fencing_as_postgres "$FENCING_BINDIR/postgres" --single -D "$PGDATA" -F bench 2>/dev/null |
+        sed -n 's/^[[:space:]]*1: n = "\([0-9]*\)".*/\1/p'
 }
 
 fencing_deps
@@ -72,6 +108,8 @@ chown postgres: "$work"
 epoch=1
 declare -A per_write
 for v in $variants; do
+    table=$(table_of "$v")
+    [ -n "$table" ] && rows_before=$(count_rows "$table")
     for n in $N1 $N2; do
         epoch=$((epoch + 1))
         {
@@ -89,6 +127,11 @@ for v in $variants; do
             fencing_die "$v: a write failed"
         fi
     done
+    if [ -n "$table" ]; then
+        rows_after=$(count_rows "$table")
+        [ "$((rows_after - rows_before))" -eq "$((N1 + N2))" ] ||
+            fencing_die "$v: $((rows_after - rows_before)) rows inserted into $table, expected $((N1 + N2))"
+    fi
     ir1=$(sed -n 's/^summary: //p' "$OUT/$v.$N1.callgrind")
     ir2=$(sed -n 's/^summary: //p' "$OUT/$v.$N2.callgrind")
     per_write[$v]=$(((ir2 - ir1) / (N2 - N1)))
@@ -97,16 +140,22 @@ for v in $variants; do
 done
 
 echo
-printf '%-16s %14s %8s %12s\n' variant "Ir per write" ratio "extra Ir"
+printf '%-16s %14s %8s %12s %10s\n' variant "Ir per write" ratio "extra Ir" "vs floor"
 for v in $variants; do
     base=${v%%_*}_plain
     [ "${v%%_*}" = idem ] && base=idem_bare
+    fl=$(floor_of "$v")
+    vs=
+    if [ -n "$fl" ] && [ -n "${per_write[$fl]:-}" ]; then
+        vs=$(awk -v a="${per_write[$v]}" -v f="${per_write[$fl]}" 'BEGIN { printf "%.3f", f / a }')
+    fi
     if [ -n "${per_write[$base]:-}" ]; then
-        awk -v v="$v" -v a="${per_write[$v]}" -v b="${per_write[$base]}" \
-            'BEGIN { printf "%-16s %14d %8.3f %12d\n", v, a, b / a, a - b }'
+        awk -v v="$v" -v a="${per_write[$v]}" -v b="${per_write[$base]}" -v vs="$vs" \
+            'BEGIN { printf "%-16s %14d %8.3f %12d %10s\n", v, a, b / a, a - b, vs }'
     else
-        printf '%-16s %14d\n' "$v" "${per_write[$v]}"
+        printf '%-16s %14d %8s %12s %10s\n' "$v" "${per_write[$v]}" "" "" "$vs"
     fi
 done
-echo "(ratio: the plain write's instructions / this one's, the throughput ratio if the CPU were all)"
+echo "(ratio: the plain write's instructions / this one's, the throughput ratio if the CPU were all;"
+echo " vs floor: the floor's instructions / this one's, for key scope and the idempotent request)"
 echo "profiles: $OUT/<variant>.$N2.callgrind"

@@ -8,8 +8,10 @@
 --             scope (token in the column, or in fencing.token), and a
 --             hand-written PL/pgSQL trigger on a bigint fence
 --   led_*     an append-only ledger of 1,000 accounts: plain INSERT, the
---             guard in key scope (per account), and a hand-written PL/pgSQL
---             trigger keeping the highest token per account in a side table
+--             guard in key scope (per account), a hand-written PL/pgSQL
+--             trigger keeping the highest token per account in a side table,
+--             and the key-scope floor: the same side table advanced by one
+--             statement that inserts the ledger row only if the token won
 --   bulk_*    1,000,000 rows updated by one statement, guarded or not
 --   ledbulk_* ledgers loaded by COPY, guarded in key scope or not
 --
@@ -86,6 +88,17 @@ CREATE TABLE led_plpgsql (
     fence bigint NOT NULL
 );
 CREATE TABLE led_plpgsql_fences (account_id int PRIMARY KEY, fence bigint NOT NULL);
+-- The key-scope floor (scripts/insert_floor.sql): the least work key scope
+-- needs, with no trigger at all: one statement advances the account's
+-- fence in a side table (a fencing.fence, compared as the guard compares)
+-- and inserts the ledger row only if it did.
+CREATE TABLE led_floor (
+    id bigserial PRIMARY KEY,
+    account_id int NOT NULL,
+    amount bigint NOT NULL,
+    fence fencing.fence
+);
+CREATE TABLE led_floor_fences (account_id int PRIMARY KEY, fence fencing.fence NOT NULL);
 
 -- one opening row per account; protect() seeds each account's scope from it
 INSERT INTO led_plain (account_id, amount, fence)
@@ -95,6 +108,9 @@ INSERT INTO led_guard (account_id, amount, fence)
 INSERT INTO led_plpgsql (account_id, amount, fence)
     SELECT a, 0, 1 FROM generate_series(1, :accounts) a;
 INSERT INTO led_plpgsql_fences SELECT a, 1 FROM generate_series(1, :accounts) a;
+INSERT INTO led_floor (account_id, amount, fence)
+    SELECT a, 0, '1:0' FROM generate_series(1, :accounts) a;
+INSERT INTO led_floor_fences SELECT a, '1:0' FROM generate_series(1, :accounts) a;
 
 SELECT fencing.protect('led_guard', key_columns => '{account_id}');
 

@@ -1,14 +1,14 @@
 -- The idempotency keys' catalog shape: table, functions, privileges, and
 -- the SQLSTATEs of their refusals.
 BEGIN;
-SELECT plan(39);
+SELECT plan(41);
 
 -- the table, as the SPEC lists it
 SELECT has_table('fencing', 'idempotency_keys', 'table fencing.idempotency_keys exists');
 SELECT columns_are('fencing', 'idempotency_keys',
                    ARRAY['key', 'request_hash', 'state', 'result', 'claim', 'recovery_point',
-                         'locked_until', 'expires_at', 'created_at', 'updated_at'],
-                   'idempotency_keys has the SPEC''s columns');
+                         'locked_until', 'expires_at', 'created_at', 'updated_at', 'owner'],
+                   'idempotency_keys has the SPEC''s columns, and the owner role');
 SELECT col_type_is('fencing', 'idempotency_keys', 'key', 'text', 'key is text');
 SELECT col_is_pk('fencing', 'idempotency_keys', 'key', 'key is the primary key');
 SELECT col_type_is('fencing', 'idempotency_keys', 'request_hash', 'bytea', 'request_hash is bytea');
@@ -19,6 +19,8 @@ SELECT col_type_is('fencing', 'idempotency_keys', 'claim', 'fencing.fence', 'cla
 SELECT col_type_is('fencing', 'idempotency_keys', 'recovery_point', 'text', 'recovery_point is text');
 SELECT col_type_is('fencing', 'idempotency_keys', 'locked_until', 'timestamp with time zone', 'locked_until is timestamptz');
 SELECT col_type_is('fencing', 'idempotency_keys', 'expires_at', 'timestamp with time zone', 'expires_at is timestamptz');
+SELECT col_type_is('fencing', 'idempotency_keys', 'owner', 'regrole', 'owner is a regrole (pg_dump writes role names)');
+SELECT col_not_null('fencing', 'idempotency_keys', 'owner', 'owner is NOT NULL');
 -- the key's length is enforced by the helpers (the only writers), not by a
 -- CHECK constraint compiled again at every executor start-up
 SELECT throws_ok($$SELECT fencing.idem_begin(repeat('k', 256), '{}')$$, '22023', NULL,
