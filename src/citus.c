@@ -152,10 +152,13 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
@@ -172,6 +175,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -447,29 +451,6 @@ CitusGuardTrigger(Relation rel)
 	return NULL;
 }
 
-/* Is trigger t one of the fencing triggers (the guard or its TRUNCATE)? */
-static bool
-IsFencingTriggerOf(Trigger *t)
-{
-	return IsFencingFunction(t->tgfoid, "guard") ||
-		IsFencingFunction(t->tgfoid, "guard_truncate");
-}
-
-/* The trigger of rel named name, or NULL. */
-static Trigger *
-TriggerByName(Relation rel, const char *name)
-{
-	TriggerDesc *td = rel->trigdesc;
-	int			i;
-
-	if (td == NULL || name == NULL)
-		return NULL;
-	for (i = 0; i < td->numtriggers; i++)
-		if (strcmp(td->triggers[i].tgname, name) == 0)
-			return &td->triggers[i];
-	return NULL;
-}
-
 /*
  * Parse the settings carried by a guard trigger's arguments; false on
  * anything not understood (a newer format: the guard fails closed).
@@ -509,16 +490,6 @@ ParseGuardArgs(Trigger *t, CitusGuardArgs *a)
 	/* key scope names its scope and storage; row scope neither */
 	return (a->nkeys > 0) == (a->scope_name != NULL) &&
 		(a->nkeys > 0) == (a->storage != NULL);
-}
-
-/* The shard-ness of rel, once per DDL command: its Citus table, or invalid. */
-static Oid
-GuardedShard(Relation rel, Trigger **guard)
-{
-	*guard = CitusGuardTrigger(rel);
-	if (*guard == NULL)
-		return InvalidOid;
-	return CitusShardOf(RelationGetRelid(rel));
 }
 
 /*
@@ -1165,164 +1136,100 @@ FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 	MemoryContextSwitchTo(old);
 }
 
-/* Raise SF005 for DDL on shard rel (of Citus table shell). */
-static void
-ReportShardGuardAltered(Relation rel, Oid shell, const char *what,
-						const char *why, AttrNumber attnum)
+/*
+ * The guard row trigger of relid with Citus settings, from the catalog
+ * (no relation opened, no lock taken), as a Trigger with its name and
+ * arguments only; false when there is none.
+ */
+static bool
+CatalogCitusGuardTrigger(Oid relid, Trigger *t)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-			 errmsg("%s of protected shard \"%s\"", what, RelationGetRelationName(rel)),
-			 errdetail("Shard \"%s\" of distributed table \"%s\" is protected by fencing: %s",
-					   RelationGetRelationName(rel), QualifiedName(shell), why),
-			 errhint("Call fencing.unprotect('%s') on the coordinator first.",
-					 QualifiedName(shell)),
-			 attnum > 0 ? errtablecol(rel, attnum) : errtable(rel)));
-}
+	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
 
-/* Refuse a change of trigger trigname of shard rel if it is a fencing trigger. */
-static void
-CheckShardTrigger(Relation rel, Oid shell, const char *trigname, const char *verb)
-{
-	Trigger    *t = TriggerByName(rel, trigname);
+	memset(t, 0, sizeof(Trigger));
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_trigger trig = (Form_pg_trigger) GETSTRUCT(tup);
+		bool		isnull;
+		Datum		d;
+		char	   *p;
+		int			i;
 
-	if (t == NULL || !IsFencingTriggerOf(t))
-		return;
-	ReportShardGuardAltered(rel, shell,
-							psprintf("cannot %s trigger \"%s\"", verb, trigname),
-							"its fencing triggers check every write.", InvalidAttrNumber);
-}
-
-/* Refuse DDL that drops, retypes or renames the fence column of shard rel. */
-static void
-CheckShardColumn(Relation rel, Oid shell, Trigger *guard, const char *colname,
-				 const char *verb)
-{
-	CitusGuardArgs args;
-	int			i;
-	bool		parsed;
-
-	if (colname == NULL)
-		return;
-	/* settings we cannot read: every column might be the fence */
-	parsed = ParseGuardArgs(guard, &args);
-	for (i = 0; parsed && i < args.nkeys; i++)
-		if (strcmp(colname, args.keys[i]) == 0)
-			ReportShardGuardAltered(rel, shell,
-									psprintf("cannot %s column \"%s\"", verb, colname),
-									psprintf("column \"%s\" is a key column of fence scope \"%s\".",
-											 colname, args.scope_name),
-									get_attnum(RelationGetRelid(rel), colname));
-	if (parsed && strcmp(colname, args.fence_column) != 0)
-		return;
-	ReportShardGuardAltered(rel, shell,
-							psprintf("cannot %s column \"%s\"", verb, colname),
-							psprintf("column \"%s\" holds its fence tokens.", colname),
-							get_attnum(RelationGetRelid(rel), colname));
+		if (trig->tgnargs < 1 || !TRIGGER_FOR_ROW(trig->tgtype) ||
+			!TRIGGER_FOR_BEFORE(trig->tgtype) ||
+			!IsFencingFunction(trig->tgfoid, "guard"))
+			continue;
+		d = heap_getattr(tup, Anum_pg_trigger_tgargs, RelationGetDescr(tgrel), &isnull);
+		if (isnull)
+			continue;
+		p = VARDATA_ANY(DatumGetByteaPP(d));
+		t->tgnargs = trig->tgnargs;
+		t->tgargs = palloc(sizeof(char *) * trig->tgnargs);
+		for (i = 0; i < trig->tgnargs; i++)
+		{
+			t->tgargs[i] = pstrdup(p);
+			p += strlen(p) + 1;
+		}
+		if (strcmp(t->tgargs[0], CITUS_ARGS_TAG) != 0)
+			continue;
+		t->tgname = pstrdup(NameStr(trig->tgname));
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+	return found;
 }
 
 /*
- * Open the relation a DDL command names, if it is a protected shard that
- * the current user may change (owner; or TRIGGER privilege for CREATE
- * TRIGGER).  Locks it as the DDL guard does.  NULL otherwise.
+ * The DDL guard's question (ddl_guard.c, ProtectionOf) about a relation
+ * that fencing.protected does not name: is relid a shard of a protected
+ * Citus table, on a worker?  fencing.protected lives on the coordinator;
+ * a shard's settings travel in its guard trigger's arguments.  Then the
+ * distributed table, the name of the shard's guard trigger (Citus names it
+ * zz_fencing_guard_<shardid>) and the fence and key columns, for the same
+ * rules as any protected table's.  False for Citus' own connections: what
+ * they run was checked on the coordinator.  The cheap questions first, and
+ * no lock: the DDL guard asks at ddl_command_start too.  Settings it
+ * cannot read leave the columns unguarded and the triggers guarded.
  */
-static Relation
-OpenGuardedShard(RangeVar *rv, bool trigger_privilege, Oid *shell, Trigger **guard)
+bool
+FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
+							char **fence_column, int *nkeys, char ***key_columns)
 {
-	Oid			relid;
-	Relation	rel;
+	Trigger		t;
+	CitusGuardArgs args;
+	int			i;
 
-	if (rv == NULL)
-		return NULL;
-	relid = RangeVarGetRelid(rv, NoLock, true);
-	if (!OidIsValid(relid) || get_rel_relkind(relid) == '\0')
-		return NULL;
-	if (!FencingOwnsRelation(relid, GetUserId()) &&
-		!(trigger_privilege &&
-		  pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) == ACLCHECK_OK))
-		return NULL;
-	LockRelationOid(relid, ShareRowExclusiveLock);
-	rel = relation_open(relid, NoLock);
-	*shell = GuardedShard(rel, guard);
+	if (ShardIdInName(relid) == 0 || !CitusPresent() || CitusInternalBackend())
+		return false;
+	if (!CatalogCitusGuardTrigger(relid, &t))
+		return false;
+	*shell = CitusShardOf(relid);
 	if (!OidIsValid(*shell))
+		return false;
+	*guard_name = t.tgname;
+	*fence_column = NULL;
+	*nkeys = -1;
+	*key_columns = NULL;
+	if (ParseGuardArgs(&t, &args))
 	{
-		relation_close(rel, NoLock);
-		return NULL;
-	}
-	return rel;
-}
-
-/* ALTER TABLE on a shard: trigger modes and the fence column. */
-static void
-CheckShardAlterTable(AlterTableStmt *stmt)
-{
-	ListCell   *lc;
-	Relation	rel = NULL;
-	Oid			shell;
-	Trigger    *guard;
-	bool		any = false;
-
-	foreach(lc, stmt->cmds)
-	{
-		switch (lfirst_node(AlterTableCmd, lc)->subtype)
+		*fence_column = args.fence_column;
+		if (args.nkeys > 0)
 		{
-			case AT_DropColumn:
-			case AT_AlterColumnType:
-			case AT_EnableTrig:
-			case AT_EnableAlwaysTrig:
-			case AT_EnableReplicaTrig:
-			case AT_DisableTrig:
-			case AT_EnableTrigAll:
-			case AT_DisableTrigAll:
-			case AT_EnableTrigUser:
-			case AT_DisableTrigUser:
-				any = true;
-				break;
-			default:
-				break;
+			*nkeys = args.nkeys;
+			*key_columns = palloc(sizeof(char *) * args.nkeys);
+			for (i = 0; i < args.nkeys; i++)
+				(*key_columns)[i] = args.keys[i];
 		}
 	}
-	if (!any || (rel = OpenGuardedShard(stmt->relation, false, &shell, &guard)) == NULL)
-		return;
-
-	foreach(lc, stmt->cmds)
-	{
-		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-
-		switch (cmd->subtype)
-		{
-			case AT_DropColumn:
-				CheckShardColumn(rel, shell, guard, cmd->name, "drop");
-				break;
-			case AT_AlterColumnType:
-				CheckShardColumn(rel, shell, guard, cmd->name, "alter type of");
-				break;
-			case AT_DisableTrig:
-				CheckShardTrigger(rel, shell, cmd->name, "disable");
-				break;
-			case AT_EnableTrig:
-			case AT_EnableReplicaTrig:
-				CheckShardTrigger(rel, shell, cmd->name, "change the firing mode of");
-				break;
-			case AT_DisableTrigAll:
-			case AT_DisableTrigUser:
-				ReportShardGuardAltered(rel, shell,
-										psprintf("cannot disable trigger \"%s\"", guard->tgname),
-										"DISABLE TRIGGER ALL or USER would disable its fencing triggers.",
-										InvalidAttrNumber);
-				break;
-			case AT_EnableTrigAll:
-			case AT_EnableTrigUser:
-				ReportShardGuardAltered(rel, shell,
-										psprintf("cannot change the firing mode of trigger \"%s\"", guard->tgname),
-										"ENABLE TRIGGER ALL or USER would turn its fencing triggers from ALWAYS to ORIGIN.",
-										InvalidAttrNumber);
-				break;
-			default:
-				break;
-		}
-	}
-	relation_close(rel, NoLock);
+	return true;
 }
 
 /* The relation of a trigger's object name ([schema,] table, trigger). */
@@ -1333,118 +1240,6 @@ TriggerRelation(List *object)
 		return NULL;
 	return makeRangeVarFromNameList(list_truncate(list_copy(object),
 												  list_length(object) - 1));
-}
-
-/*
- * fencing.ddl_guard_start() on a node with Citus: refuse (SF005) DDL that
- * would lower the guard of a shard.  Citus' own connections are let
- * through: what they run was checked on the coordinator.
- */
-void
-FencingCitusDdlGuardStart(Node *parsetree)
-{
-	Relation	rel;
-	Oid			shell;
-	Trigger    *guard;
-
-	switch (nodeTag(parsetree))
-	{
-		case T_AlterTableStmt:
-		case T_DropStmt:
-		case T_RenameStmt:
-		case T_CreateTrigStmt:
-		case T_AlterObjectDependsStmt:
-			break;
-		default:
-			return;
-	}
-	if (!CitusPresent() || CitusInternalBackend())
-		return;
-
-	switch (nodeTag(parsetree))
-	{
-		case T_AlterTableStmt:
-			CheckShardAlterTable((AlterTableStmt *) parsetree);
-			break;
-		case T_DropStmt:
-			{
-				DropStmt   *stmt = (DropStmt *) parsetree;
-				ListCell   *lc;
-
-				if (stmt->removeType != OBJECT_TRIGGER)
-					break;
-				foreach(lc, stmt->objects)
-				{
-					List	   *object = lfirst(lc);
-
-					rel = OpenGuardedShard(TriggerRelation(object), false, &shell, &guard);
-					if (rel == NULL)
-						continue;
-					CheckShardTrigger(rel, shell, strVal(llast(object)), "drop");
-					relation_close(rel, NoLock);
-				}
-				break;
-			}
-		case T_RenameStmt:
-			{
-				RenameStmt *stmt = (RenameStmt *) parsetree;
-
-				if (stmt->renameType != OBJECT_TRIGGER && stmt->renameType != OBJECT_COLUMN)
-					break;
-				rel = OpenGuardedShard(stmt->relation, false, &shell, &guard);
-				if (rel == NULL)
-					break;
-				if (stmt->renameType == OBJECT_COLUMN)
-					CheckShardColumn(rel, shell, guard, stmt->subname, "rename");
-				else
-				{
-					CheckShardTrigger(rel, shell, stmt->subname, "rename");
-					if (strcmp(stmt->newname, guard->tgname) > 0)
-						ReportShardGuardAltered(rel, shell,
-												psprintf("cannot rename a trigger to \"%s\"", stmt->newname),
-												psprintf("a BEFORE ROW trigger named after \"%s\" would fire after the guard.",
-														 guard->tgname),
-												InvalidAttrNumber);
-				}
-				relation_close(rel, NoLock);
-				break;
-			}
-		case T_CreateTrigStmt:
-			{
-				CreateTrigStmt *stmt = (CreateTrigStmt *) parsetree;
-
-				rel = OpenGuardedShard(stmt->relation, true, &shell, &guard);
-				if (rel == NULL)
-					break;
-				if (stmt->replace)
-					CheckShardTrigger(rel, shell, stmt->trigname, "replace");
-				if (stmt->row && stmt->timing == TRIGGER_TYPE_BEFORE &&
-					strcmp(stmt->trigname, guard->tgname) > 0)
-					ReportShardGuardAltered(rel, shell,
-											psprintf("cannot create trigger \"%s\"", stmt->trigname),
-											psprintf("a BEFORE ROW trigger named after \"%s\" would fire after the guard and could change a row it checked.",
-													 guard->tgname),
-											InvalidAttrNumber);
-				relation_close(rel, NoLock);
-				break;
-			}
-		case T_AlterObjectDependsStmt:
-			{
-				AlterObjectDependsStmt *stmt = (AlterObjectDependsStmt *) parsetree;
-
-				if (stmt->objectType != OBJECT_TRIGGER)
-					break;
-				rel = OpenGuardedShard(stmt->relation, false, &shell, &guard);
-				if (rel == NULL)
-					break;
-				CheckShardTrigger(rel, shell, strVal(llast(castNode(List, stmt->object))),
-								  "change the dependencies of");
-				relation_close(rel, NoLock);
-				break;
-			}
-		default:
-			break;
-	}
 }
 
 /* Does relid have a trigger calling fencing.guard_truncate()? */

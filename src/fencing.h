@@ -195,7 +195,9 @@ extern int	FencingCitusBeginTriggerDdl(Oid relid);
 extern void FencingCitusEndTriggerDdl(int level);
 extern void FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg,
 										 MemoryContext cxt);
-extern void FencingCitusDdlGuardStart(Node *parsetree);
+extern bool FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
+										char **fence_column, int *nkeys,
+										char ***key_columns);
 extern void FencingCitusPrepareStorage(Relation rel, Oid storage);
 extern bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 								  int nkeys, Datum *keynames, Oid source_relid);
