@@ -43,18 +43,20 @@
  * on any protected table; Citus runs the local command before sending it
  * to the shards, so a refused command reaches no worker.  On a worker the
  * shards are plain tables that a user may alter directly (with
- * citus.enable_manual_changes_to_shards = on): FencingCitusDdlGuardStart
- * refuses there, with SF005, disabling, re-moding, dropping, renaming or
- * replacing a shard's fencing triggers, adding a BEFORE ROW trigger that
- * would fire after the guard, and dropping, retyping or renaming its
- * fence column.  Commands that Citus itself sends from the coordinator
- * (its internal connections, recognised as Citus recognises them, by
- * application_name) are let through: the coordinator has checked them.
+ * citus.enable_manual_changes_to_shards = on).  The DDL guard (ddl_guard.c)
+ * checks them by the same rules as any protected table: its ProtectionOf()
+ * asks FencingCitusShardProtection whether a relation that
+ * fencing.protected does not name is a shard of a protected table, and
+ * gets the shard's fence and key columns and the name of its guard
+ * trigger (zz_fencing_guard_<shardid>) from the trigger's arguments.
+ * Commands that Citus itself sends from the coordinator (its internal
+ * connections, recognised as Citus recognises them, by application_name)
+ * are let through: the coordinator has checked them.
  *
  * TRUNCATE: Citus does not propagate statement triggers for TRUNCATE to
  * shards, but does copy them to the shard placements it creates later.  So
  * the guard's BEFORE TRUNCATE trigger is added to each shard when the guard
- * row trigger is created on it (FencingCitusDdlGuardEnd, on the worker, in
+ * row trigger is created on it (fencing_citus_ddl_end, on the worker, in
  * the same transaction): at protect(), and again at every placement Citus
  * creates.  When the guard row trigger is dropped from a shard (unprotect()),
  * every fencing TRUNCATE trigger of that shard goes with it.  TRUNCATE of the
