@@ -508,7 +508,7 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 	int			rc;
 	List	   *others = NIL;
 	ListCell   *lc;
-	MemoryContext outer = CurrentMemoryContext;
+	MemoryContext callercxt = CurrentMemoryContext;
 
 	values[0] = CStringGetTextDatum(scope_name);
 	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
@@ -526,8 +526,8 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 		bool		isnull;
 		Oid			other = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 														   SPI_tuptable->tupdesc, 1, &isnull));
-		/* in the caller's memory: SPI_finish frees SPI's */
-		MemoryContext spicxt = MemoryContextSwitchTo(outer);
+		/* the list must outlive SPI_finish(), which frees SPI's memory */
+		MemoryContext spicxt = MemoryContextSwitchTo(callercxt);
 
 		others = lappend_oid(others, other);
 		MemoryContextSwitchTo(spicxt);

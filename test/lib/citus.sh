@@ -11,12 +11,6 @@
 #   fencing_citus_install DIR     copy a cached build into the private copy of
 #                                 PostgreSQL that $FENCING_BINDIR belongs to
 #
-# The server to build against: Debian's (PostgreSQL 15, laid out under
-# /usr), or a PostgreSQL built from source into a prefix of its own (18, see
-# test/lib/pg18.sh where the harness has it), whose pg_config is
-# relocatable.  The build is installed into a staging directory and copied
-# from there into the private copy, in either layout.
-#
 # Citus is not in Debian: its source comes as a `git archive` of a release
 # tag (the vendor directory, see .ci/run).  A build takes minutes on this
 # machine, so it is kept under /var/cache/fencing/citus/, keyed by the Citus
@@ -26,22 +20,6 @@
 # Only the installed files are kept, never the build tree.
 
 FENCING_CITUS_CACHE=${FENCING_CITUS_CACHE:-/var/cache/fencing/citus}
-
-# The pg_config of the server $FENCING_PGVER to build Citus against:
-# Debian's, else the cached prefix of a server built from source, else the
-# private copy's ($PG_CONFIG).
-fencing_citus_pg_config() {
-    local debian=/usr/lib/postgresql/$FENCING_PGVER/bin/pg_config
-    if [ -x "$debian" ]; then
-        echo "$debian"
-    elif [ -n "${FENCING_PG18_PREFIX:-}" ] && [ "$FENCING_PGVER" = 18 ] && [ -x "$FENCING_PG18_PREFIX/bin/pg_config" ]; then
-        echo "$FENCING_PG18_PREFIX/bin/pg_config"
-    elif [ -n "${PG_CONFIG:-}" ] && [ -x "$PG_CONFIG" ]; then
-        echo "$PG_CONFIG"
-    else
-        fencing_die "no pg_config for PostgreSQL $FENCING_PGVER to build Citus against"
-    fi
-}
 
 # The PostgreSQL majors a Citus major supports (Citus' configure checks
 # the same).
@@ -98,9 +76,9 @@ fencing_citus_deps() {
 # declaration".  Rename Citus' copy with a #define placed just before it
 # (the calls after it follow the rename); no other change to the source.
 fencing_citus_compat_fix() {
-    local tree=$1 pgc=$2 compat=$1/src/include/pg_version_compat.h
+    local tree=$1 compat=$1/src/include/pg_version_compat.h
     local server_inc
-    server_inc=$("$pgc" --includedir-server)
+    server_inc=$("$FENCING_SYS_BINDIR/pg_config" --includedir-server)
     [ -f "$compat" ] || return 0
     grep -q 'have_createdb_privilege' "$server_inc/commands/dbcommands.h" 2>/dev/null || return 0
     grep -q '^have_createdb_privilege(void)' "$compat" || return 0
@@ -112,23 +90,12 @@ fencing_citus_compat_fix() {
 
 fencing_citus_build() {
     local tarball=$1
-    local version pgfull sum key dir tmp start secs pgc prefix stage_root
+    local version pgfull sum key dir tmp start secs
     version=$(basename "$tarball" | sed -n 's/^citus-\(.*\)\.tar\.gz$/\1/p')
     [ -n "$version" ] || fencing_die "not a Citus tarball: $tarball"
-    pgc=$(fencing_citus_pg_config) || exit 1
-    pgfull=$("$pgc" --version | awk '{print $2}')
+    pgfull=$("$FENCING_SYS_BINDIR/pg_config" --version | awk '{print $2}')
     sum=$(sha256sum "$tarball" | cut -c1-12)
-    prefix=$(cd "$("$pgc" --bindir)/.." && pwd)
-    if [ "$prefix" = "/usr/lib/postgresql/$FENCING_PGVER" ]; then
-        # Debian's layout: the staged files are under usr/
-        stage_root=
-        key=citus-$version-pg$pgfull-$sum
-    else
-        # a prefix of its own: the staged files are under it; the key says
-        # which build of the server (its configure options)
-        stage_root=$prefix
-        key=citus-$version-pg$pgfull-$("$pgc" --configure | sha256sum | cut -c1-8)-$sum
-    fi
+    key=citus-$version-pg$pgfull-$sum
     dir=$FENCING_CITUS_CACHE/$key
     mkdir -p "$FENCING_CITUS_CACHE"
     if [ -f "$dir/BUILT" ]; then
@@ -149,10 +116,10 @@ fencing_citus_build() {
         mkdir "$tmp/src"
         tar -xzf "$tarball" -C "$tmp/src" --strip-components=1 \
             || fencing_die "cannot unpack $tarball"
-        fencing_citus_compat_fix "$tmp/src" "$pgc"
+        fencing_citus_compat_fix "$tmp/src"
         (
             cd "$tmp/src" &&
-                ./configure PG_CONFIG="$pgc" >"$tmp/configure.log" 2>&1 &&
+                ./configure PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" >"$tmp/configure.log" 2>&1 &&
                 make -j"$(nproc)" >"$tmp/make.log" 2>&1 &&
                 make install DESTDIR="$tmp/stage" >"$tmp/install.log" 2>&1
         ) || {
@@ -161,9 +128,9 @@ fencing_citus_build() {
         }
         secs=$(($(date +%s) - start))
         rm -rf "$tmp/src"
-        printf 'citus %s\npostgresql %s\ntarball %s\nsha256 %s\nbuild_seconds %s\nstage_root %s\n' \
+        printf 'citus %s\npostgresql %s\ntarball %s\nsha256 %s\nbuild_seconds %s\n' \
             "$version" "$pgfull" "$(basename "$tarball")" "$(sha256sum "$tarball" | cut -d' ' -f1)" \
-            "$secs" "$stage_root" >"$tmp/BUILT"
+            "$secs" >"$tmp/BUILT"
         chmod -R a+rX "$tmp"
         rm -rf "$dir"
         mv -T "$tmp" "$dir" || fencing_die "cannot move the Citus build into $dir"
@@ -175,20 +142,18 @@ fencing_citus_build() {
 }
 
 fencing_citus_install() {
-    local dir=$1 inst root
-    root=$(sed -n 's/^stage_root //p' "$dir/BUILT")
-    if [ -z "$root" ]; then
-        # Debian's layout: the private copy has usr/ under its root
-        inst=${FENCING_BINDIR%/usr/lib/postgresql/*}
-        [ -d "$inst/usr" ] || fencing_die "no private PostgreSQL copy at $inst"
-        cp -a "$dir/stage/usr/." "$inst/usr/"
-        chmod -R a+rX "$inst/usr"
-    else
-        # a prefix of its own, copied: its bin/, lib/, share/
-        inst=$(dirname "$FENCING_BINDIR")
-        [ -d "$inst/lib" ] && [ -d "$dir/stage$root/lib" ] \
-            || fencing_die "no private PostgreSQL copy at $inst, or no Citus build in $dir/stage$root"
-        cp -a "$dir/stage$root/." "$inst/"
+    local dir=$1 inst
+    if [ "$FENCING_PGVER" = 18 ]; then
+        # the cached PostgreSQL 18 build: installed under its prefix, which
+        # the private copy mirrors (test/lib/pg18.sh)
+        inst=${FENCING_BINDIR%/bin}
+        [ -d "$dir/stage$FENCING_PG18_PREFIX" ] || fencing_die "no Citus files for $FENCING_PG18_PREFIX in $dir"
+        cp -a "$dir/stage$FENCING_PG18_PREFIX/." "$inst/"
         chmod -R a+rX "$inst"
+        return
     fi
+    inst=${FENCING_BINDIR%/usr/lib/postgresql/*}
+    [ -d "$inst/usr" ] || fencing_die "no private PostgreSQL copy at $inst"
+    cp -a "$dir/stage/usr/." "$inst/usr/"
+    chmod -R a+rX "$inst/usr"
 }
