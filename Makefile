@@ -63,6 +63,31 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# --- packaging (issue 12): release archive, installcheck's preload -----------
+# make dist: fencing-<META.json version>.zip of the committed tree (git
+# archive of HEAD, so nothing generated), for PGXN; DISTDIR says where.
+# installcheck runs the statistics tests, which need the library preloaded:
+# check the server under test first rather than report their failures.
+DISTDIR ?= .
+
+.PHONY: dist fencing-preload-check
+
+dist:
+	@v=$$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' '$(srcdir)/META.json') || exit 1; \
+	git -C '$(srcdir)' diff --quiet HEAD -- || echo 'note: uncommitted changes are not in the archive' >&2; \
+	git -C '$(srcdir)' archive --format=zip --prefix=fencing-$$v/ -o "$(abspath $(DISTDIR))/fencing-$$v.zip" HEAD && \
+	echo "$(abspath $(DISTDIR))/fencing-$$v.zip"
+
+installcheck: fencing-preload-check
+
+fencing-preload-check:
+	@pl=$$('$(bindir)/psql' -X -A -t -q -d postgres -c 'SHOW shared_preload_libraries') || exit 1; \
+	case ",$$(echo "$$pl" | tr -d ' "')," in *,fencing,*) ;; *) \
+	echo "error: the server under test does not preload fencing (shared_preload_libraries = '$$pl');" >&2; \
+	echo "the statistics tests need shared_preload_libraries = 'fencing' (see README.md, Install)" >&2; \
+	exit 1;; esac
+# --- end of packaging block --------------------------------------------------
+
 .PHONY: demo test print-regress print-isolation
 
 demo:

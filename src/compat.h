@@ -2,7 +2,8 @@
  *
  * compat.h
  *	  The server APIs that differ between the PostgreSQL releases fencing
- *	  builds against (15 to 18), each shim with the release that changed it.
+ *	  builds against (15 to 18; built and tested on 15 and 18), each shim
+ *	  with the release that changed it.  Included by fencing.h.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,6 +13,12 @@
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "storage/proc.h"
+#include "utils/guc.h"
+
+/* 15 renamed EmitWarningsOnPlaceholders() to MarkGUCPrefixReserved() */
+#if PG_VERSION_NUM < 150000
+#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
+#endif
 
 /* 16 replaced pg_class_ownercheck() by object_ownercheck() */
 #if PG_VERSION_NUM >= 160000
@@ -21,11 +28,37 @@
 #define FencingOwnsRelation(relid, roleid) pg_class_ownercheck((relid), (roleid))
 #endif
 
+/*
+ * 16 moved the settings' memory into a memory context of its own: the
+ * "extra" that a check hook hands back is freed with guc_free() (a pfree()
+ * that asserts the context), so it must come from guc_malloc().  Up to 15
+ * it came from malloc() and was freed with free().  A malloc()ed extra on
+ * 16 or later makes the server pfree() memory it never palloc()ed at the
+ * end of every transaction that set the value (on an assert-enabled 18:
+ * "GetMemoryChunkContext called with invalid pointer" during COMMIT, then
+ * TRAP TransactionIdIsValid(proc->xid) or "cannot abort transaction").
+ * guc_malloc(LOG, ...) returns NULL when out of memory, as malloc() does.
+ */
+#if PG_VERSION_NUM >= 160000
+#define FencingGucMalloc(size) guc_malloc(LOG, (size))
+#else
+#define FencingGucMalloc(size) malloc(size)
+#endif
+
 /* 17 moved the local transaction id into MyProc->vxid */
 #if PG_VERSION_NUM >= 170000
 #define CurrentLocalTransactionId() (MyProc->vxid.lxid)
 #else
 #define CurrentLocalTransactionId() (MyProc->lxid)
+#endif
+
+/*
+ * 18 removed pg_attribute_noreturn(), written after a function declaration,
+ * in favour of pg_noreturn (C11's _Noreturn), written before it.  Before
+ * 18, pg_noreturn is GCC's attribute in the same place.
+ */
+#ifndef pg_noreturn
+#define pg_noreturn pg_attribute_noreturn()
 #endif
 
 /* 18 gave index_beginscan() an instrumentation argument */

@@ -61,11 +61,12 @@ extern char *FenceToCString(const Fence *f);
 extern Fence *FenceCopy(const Fence *f);
 
 /* errors.c */
-extern void ReportStaleToken(const Fence *token, const Fence *fence,
-							 Relation rel, const char *scope_desc) pg_attribute_noreturn();
-extern void ReportTokenRequired(Relation rel, const char *what) pg_attribute_noreturn();
-extern void ReportConflictingTokens(const Fence *setting, const Fence *column,
-									Relation rel) pg_attribute_noreturn();
+pg_noreturn extern void ReportStaleToken(const Fence *token, const Fence *fence,
+										 Relation rel, const char *scope_desc);
+pg_noreturn extern void ReportTokenRequired(Relation rel, const char *what);
+pg_noreturn extern void ReportConflictingTokens(const Fence *setting,
+												const Fence *column,
+												Relation rel);
 
 /* guard.c, protect.c, scopes.c, guc.c */
 #define FENCING_GUARD_TRIGGER		"zz_fencing_guard"
@@ -265,7 +266,7 @@ extern void FencingStatsForget(Oid relid);
  */
 extern bool LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner);
 extern void CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel);
-extern void ReportLeaseLost(const char *lease, const Fence *token,
-							Relation rel) pg_attribute_noreturn();
+pg_noreturn extern void ReportLeaseLost(const char *lease, const Fence *token,
+										Relation rel);
 
 #endif							/* FENCING_H */

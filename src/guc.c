@@ -67,8 +67,8 @@ CheckFencingToken(char **newval, void **extra,
 							PG_INT64_MAX);
 		return false;
 	}
-	/* the GUC machinery frees extra with free() */
-	result = malloc(sizeof(Fence));
+	/* the GUC machinery frees extra: allocate it the way it frees it */
+	result = FencingGucMalloc(sizeof(Fence));
 	if (result == NULL)
 	{
 		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);

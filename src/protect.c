@@ -96,48 +96,6 @@ IsProtected(Oid relid)
 	return SPI_processed > 0;
 }
 
-/*
- * Refuse to protect a tree that has a BEFORE ROW trigger firing after the
- * guard (they fire in name order): it could change a row after the guard
- * checked it.  The DDL guard refuses such triggers from then on.  Runs
- * inside SPI.
- */
-static void
-CheckNoLateTriggers(List *tree)
-{
-	ListCell   *lc;
-
-	foreach(lc, tree)
-	{
-		Oid			argtypes[2] = {OIDOID, TEXTOID};
-		Datum		values[2];
-		int			rc;
-
-		values[0] = ObjectIdGetDatum(lfirst_oid(lc));
-		values[1] = CStringGetTextDatum(FENCING_GUARD_TRIGGER);
-		rc = SPI_execute_with_args("SELECT tgname::pg_catalog.text FROM pg_catalog.pg_trigger "
-								   "WHERE tgrelid OPERATOR(pg_catalog.=) $1 "
-								   "AND NOT tgisinternal "
-								   "AND (tgtype OPERATOR(pg_catalog.&) 3::pg_catalog.int2) "
-								   "OPERATOR(pg_catalog.=) 3::pg_catalog.int2 "
-								   "AND tgname::pg_catalog.text OPERATOR(pg_catalog.>) $2 COLLATE \"C\" "
-								   "ORDER BY 1 LIMIT 1",
-								   2, argtypes, values, NULL, true, 1);
-		if (rc != SPI_OK_SELECT)
-			elog(ERROR, "could not read pg_trigger: %s", SPI_result_code_string(rc));
-		if (SPI_processed > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("trigger \"%s\" of table \"%s\" would fire after the fencing guard",
-							SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
-							get_rel_name(lfirst_oid(lc))),
-					 errdetail("BEFORE ROW triggers fire in name order; one named after \"%s\" could change a row after the guard checked it.",
-							   FENCING_GUARD_TRIGGER),
-					 errhint("Rename the trigger so that its name sorts before \"%s\".",
-							 FENCING_GUARD_TRIGGER)));
-	}
-}
-
 /* Validate the column named colname of rel; return its attnum. */
 static AttrNumber
 CheckColumn(Relation rel, const char *colname, bool must_be_fence)
@@ -289,7 +247,6 @@ fencing_protect(PG_FUNCTION_ARGS)
 	char	   *lease = NULL;
 	Relation	rel;
 	List	   *tree;
-	ListCell   *lc;
 	FencingSavedUser saved;
 	AttrNumber	key_attnums[INDEX_MAX_KEYS];
 	const char *key_names[INDEX_MAX_KEYS];
@@ -390,8 +347,6 @@ fencing_protect(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	CheckNoLateTriggers(tree);
-
 	/* key and table scope: the scope's storage, the caller's to use */
 	if (nkeys >= 0)
 	{
@@ -401,27 +356,6 @@ fencing_protect(PG_FUNCTION_ARGS)
 		/* citus: distributed co-located with a distributed table (citus.c) */
 		FencingCitusPrepareStorage(rel, storage);
 	}
-
-	/* one protection per partition tree */
-	if (rel->rd_rel->relispartition)
-	{
-		foreach(lc, get_partition_ancestors(relid))
-			if (IsProtected(lfirst_oid(lc)))
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("partition \"%s\" is already protected through \"%s\"",
-								RelationGetRelationName(rel), get_rel_name(lfirst_oid(lc))),
-						 errhint("Change the settings on \"%s\" instead.",
-								 get_rel_name(lfirst_oid(lc)))));
-	}
-	foreach(lc, tree)
-		if (lfirst_oid(lc) != relid && IsProtected(lfirst_oid(lc)))
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("partition \"%s\" of \"%s\" is protected on its own",
-							get_rel_name(lfirst_oid(lc)), RelationGetRelationName(rel)),
-					 errhint("Call fencing.unprotect('%s') first.",
-							 get_rel_name(lfirst_oid(lc)))));
 
 	/*
 	 * The triggers, as the caller, who owns the table.  Our own reference to

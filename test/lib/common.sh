@@ -2,10 +2,18 @@
 # benchmarks.  Source it from bash; it defines functions and changes nothing
 # until they are called.
 #
-#   fencing_deps                 install what is missing (apt, as root)
+#   fencing_set_pgver N          choose the server: 15 (Debian's packages)
+#                                or 18 (built from source, test/lib/pg18.sh)
+#   fencing_deps                 install what is missing (apt, as root), and
+#                                build PostgreSQL 18 once when it is chosen
 #   fencing_build [CFLAGS] [DIR] build, and install into a private copy of the
 #                                PostgreSQL installation ($FENCING_WORK/DIR,
 #                                default install)
+#   fencing_pg_copy DIR          a private copy of the chosen server's
+#                                installation in DIR; prints its bindir
+#   fencing_make_install SRC INST [CFLAGS]
+#                                build the extension in directory SRC and
+#                                install it into the copy INST
 #   fencing_cluster_start NAME [conf lines...]
 #                                initdb + start a throwaway cluster as the
 #                                postgres OS user; sets PGHOST, PGPORT, PGDATA
@@ -19,26 +27,55 @@ set -o pipefail
 
 FENCING_ROOT=${FENCING_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 FENCING_PGVER=${FENCING_PGVER:-15}
-FENCING_SYS_BINDIR=/usr/lib/postgresql/$FENCING_PGVER/bin
+FENCING_PGVERSIONS="15 18"      # the servers every suite runs on
 FENCING_CLUSTERS=()
+. "$(dirname "${BASH_SOURCE[0]}")/pg18.sh"
+
+# The bindir of the chosen server's own installation (not the private
+# copy): Debian's for 15, the cached build for 18 (known once
+# fencing_pg18_install has run, in this process or the one that started it).
+fencing_sys_bindir() {
+    case $FENCING_PGVER in
+    18) FENCING_SYS_BINDIR=${FENCING_PG18_PREFIX:+$FENCING_PG18_PREFIX/bin} ;;
+    *) FENCING_SYS_BINDIR=/usr/lib/postgresql/$FENCING_PGVER/bin ;;
+    esac
+    export FENCING_SYS_BINDIR
+}
+fencing_sys_bindir
 
 fencing_log() { printf '==> %s\n' "$*" >&2; }
 fencing_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# Packages the project needs; installed only when missing.
+# Choose the server version the following calls use.
+fencing_set_pgver() {
+    case $1 in
+    15|18) FENCING_PGVER=$1 ;;
+    *) fencing_die "PostgreSQL $1 is not supported by the harness (15 or 18)" ;;
+    esac
+    export FENCING_PGVER
+    fencing_sys_bindir
+}
+
+# Packages the project needs; installed only when missing.  PostgreSQL 15
+# is Debian's; 18 is built from source once and cached (test/lib/pg18.sh).
 fencing_deps() {
-    local pkgs=(make gcc libc6-dev "postgresql-$FENCING_PGVER"
-                "postgresql-server-dev-$FENCING_PGVER" "postgresql-$FENCING_PGVER-pgtap"
+    local pkgs=(make gcc libc6-dev
                 libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
                 redis-server redis-tools procps util-linux python3)
+    case $FENCING_PGVER in
+    15) pkgs+=(postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap) ;;
+    esac
     local missing=() p
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
             || missing+=("$p")
     done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    fencing_log "installing: ${missing[*]}"
-    fencing_apt_install "${missing[@]}"
+    if [ ${#missing[@]} -gt 0 ]; then
+        fencing_log "installing: ${missing[*]}"
+        fencing_apt_install "${missing[@]}" || fencing_die "apt-get install failed"
+    fi
+    [ "$FENCING_PGVER" = 18 ] && fencing_pg18_install
+    return 0
 }
 
 # apt-get install the given packages (as root), waiting for the dpkg lock
@@ -71,6 +108,53 @@ fencing_workdir() {
     fi
 }
 
+# A private copy of the installation of PostgreSQL $FENCING_PGVER in
+# directory $1 (replaced); prints its bindir.  15: Debian's files, laid out
+# as on the system under $1 (the extension is installed with DESTDIR=$1);
+# 18: the cached prefix with pgTAP, copied to $1 (its pg_config is
+# relocatable, so PGXS installs into the copy).
+fencing_pg_copy() {
+    local inst=$1
+    rm -rf "$inst"
+    case $FENCING_PGVER in
+    15)
+        mkdir -p "$inst/usr/lib/postgresql" "$inst/usr/share/postgresql"
+        cp -a "/usr/lib/postgresql/15" "$inst/usr/lib/postgresql/"
+        cp -a "/usr/share/postgresql/15" "$inst/usr/share/postgresql/"
+        echo "$inst/usr/lib/postgresql/15/bin"
+        ;;
+    18)
+        [ -n "${FENCING_PG18_PREFIX:-}" ] || fencing_pg18_install
+        cp -a "$FENCING_PG18_PREFIX" "$inst"
+        cp -a "$FENCING_PG18_PGTAP/." "$inst/"
+        echo "$inst/bin"
+        ;;
+    esac
+}
+
+# Build the extension in source directory $1 (a checkout of any version)
+# with extra CFLAGS $3 and install it into the copy $2 made by
+# fencing_pg_copy; the build log goes to $FENCING_WORK/build.log.
+fencing_make_install() {
+    local srcdir=$1 inst=$2 cflags=${3:-}
+    local log=$FENCING_WORK/build.log
+    local mk=(make -C "$srcdir" -s)
+    case $FENCING_PGVER in
+    15) mk+=(PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config) ;;
+    18) mk+=(PG_CONFIG="$inst/bin/pg_config") ;;
+    esac
+    "${mk[@]}" clean >/dev/null 2>&1
+    "${mk[@]}" PG_CFLAGS="$cflags" >"$log" 2>&1 \
+        || { cat "$log" >&2; fencing_die "build failed (PostgreSQL $FENCING_PGVER)"; }
+    case $FENCING_PGVER in
+    15) "${mk[@]}" install DESTDIR="$inst" >>"$log" 2>&1 ;;
+    18) "${mk[@]}" install >>"$log" 2>&1 ;;
+    esac || { cat "$log" >&2; fencing_die "install failed (PostgreSQL $FENCING_PGVER)"; }
+    # leave no objects of this server's build behind for another's
+    "${mk[@]}" clean >/dev/null 2>&1
+    chmod -R a+rX "$inst"
+}
+
 # Build with the given extra CFLAGS and install into a private copy of the
 # PostgreSQL installation ($FENCING_WORK/${2:-install}; a second directory
 # keeps a differently built copy, for example with AddressSanitizer).  Sets
@@ -79,21 +163,9 @@ fencing_build() {
     local cflags=${1:-}
     fencing_workdir
     local inst=$FENCING_WORK/${2:-install}
-    local sys_share=/usr/share/postgresql/$FENCING_PGVER
-    fencing_log "building fencing${cflags:+ with $cflags}"
-    make -C "$FENCING_ROOT" -s clean >/dev/null
-    make -C "$FENCING_ROOT" -s PG_CFLAGS="$cflags" PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" \
-        >"$FENCING_WORK/build.log" 2>&1 \
-        || { cat "$FENCING_WORK/build.log" >&2; fencing_die "build failed"; }
-    rm -rf "$inst"
-    mkdir -p "$inst/usr/lib/postgresql" "$inst/usr/share/postgresql"
-    cp -a "/usr/lib/postgresql/$FENCING_PGVER" "$inst/usr/lib/postgresql/"
-    cp -a "$sys_share" "$inst/usr/share/postgresql/"
-    make -C "$FENCING_ROOT" -s install DESTDIR="$inst" \
-        PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" >>"$FENCING_WORK/build.log" 2>&1 \
-        || { cat "$FENCING_WORK/build.log" >&2; fencing_die "install failed"; }
-    chmod -R a+rX "$inst"
-    FENCING_BINDIR=$inst/usr/lib/postgresql/$FENCING_PGVER/bin
+    fencing_log "building fencing for PostgreSQL $FENCING_PGVER${cflags:+ with $cflags}"
+    FENCING_BINDIR=$(fencing_pg_copy "$inst") || fencing_die "no PostgreSQL $FENCING_PGVER installation"
+    fencing_make_install "$FENCING_ROOT" "$inst" "$cflags"
     PG_CONFIG=$FENCING_BINDIR/pg_config
     export FENCING_BINDIR PG_CONFIG
 }

@@ -96,7 +96,8 @@ ok($killed, 'a backend in a write transaction was killed');
 $node->poll_query_until('postgres', 'SELECT true')
   or die 'the server did not come back after the crash';
 my $log = slurp_file($node->logfile, $log_offset);
-like($log, qr/server process \(PID $killed\) was terminated by signal 9/,
+# 15 says "server process", 16 and later name the kind: "client backend"
+like($log, qr/(?:server process|client backend) \(PID $killed\) was terminated by signal 9/,
 	'the postmaster saw the backend die');
 like($log, qr/all server processes terminated; reinitializing/,
 	'the postmaster restarted the cluster (crash recovery)');

@@ -1,0 +1,141 @@
+# test/lib/upgrade.sh: helpers of the upgrade suites (test/suites/update.sh,
+# test/suites/pg_upgrade.sh).  Source after test/lib/common.sh.
+#
+#   tap_ok COND DESCRIPTION       print "ok N - ..." or "not ok N - ..."
+#   tap_diag TEXT...              print TAP diagnostics ("# ...")
+#   tap_done                      print the plan "1..N"
+#   fencing_versions              the extension's versions, oldest first,
+#                                 from sql/fencing--*.sql
+#   fencing_newest_version        default_version of fencing.control
+#   fencing_update_paths FROM TO  every path of update scripts, one a line
+#                                 ("1.0 1.1 1.2")
+#   fencing_inst_dir INST WHAT    a directory (pkglibdir, sharedir, bindir)
+#                                 of the copy INST of the installation
+#   fencing_install_files FROM TO install the extension's files of copy FROM
+#                                 over those of copy TO, as a package upgrade
+#                                 does (new file, then rename)
+#   fencing_build_release V INST  build and install the released version V
+#                                 (git archive vV) into the copy INST
+#   fencing_ext_dump DB FILE      what makes the extension in DB what it is,
+#                                 OIDs normalised: pg_dump --schema-only
+#                                 --binary-upgrade (every member with its ALTER
+#                                 EXTENSION ADD, owners, ACLs, comments and
+#                                 initial privileges), pg_extension's row with
+#                                 its config tables by name, and the pg_depend
+#                                 membership via pg_identify_object
+#   fencing_sql DB SQL...         psql -X -At -v ON_ERROR_STOP=1 as postgres
+
+tap_n=0
+tap_failed=0
+
+tap_ok() {
+    tap_n=$((tap_n + 1))
+    if [ "$1" = 0 ] || [ "$1" = true ] || [ "$1" = t ]; then
+        echo "ok $tap_n - $2"
+    else
+        echo "not ok $tap_n - $2"
+        tap_failed=$((tap_failed + 1))
+    fi
+}
+
+tap_diag() {
+    printf '%s\n' "$@" | sed 's/^/# /'
+}
+
+tap_done() {
+    echo "1..$tap_n"
+}
+
+fencing_sql() {
+    local db=$1; shift
+    local args=(-c "SET client_min_messages = warning") s
+    for s in "$@"; do args+=(-c "$s"); done
+    fencing_as_postgres "$FENCING_BINDIR/psql" -X -At -q -v ON_ERROR_STOP=1 -d "$db" "${args[@]}"
+}
+
+fencing_versions() {
+    (cd "$FENCING_ROOT/sql" && ls -1 fencing--*.sql) \
+        | sed 's/^fencing--//; s/\.sql$//' | tr -- '-' '\n' | grep -v '^$' | sort -uV
+}
+
+fencing_newest_version() {
+    sed -n "s/^default_version *= *'\(.*\)'.*/\1/p" "$FENCING_ROOT/fencing.control"
+}
+
+# Depth-first over the update scripts from $1 to $2.
+fencing_update_paths() {
+    local from=$1 to=$2 path=${3:-$1} next
+    if [ "$from" = "$to" ]; then
+        echo "$path"
+        return
+    fi
+    for next in $(cd "$FENCING_ROOT/sql" && ls -1 "fencing--$from--"*.sql 2>/dev/null \
+                  | sed "s/^fencing--$from--//; s/\.sql$//" | sort -V); do
+        case " $path " in *" $next "*) continue ;; esac    # no cycles
+        fencing_update_paths "$next" "$to" "$path $next"
+    done
+}
+
+fencing_inst_dir() {
+    local inst=$1 what=$2
+    case $FENCING_PGVER in
+    15) echo "$inst$(/usr/lib/postgresql/15/bin/pg_config --"$what")" ;;
+    *) "$inst/bin/pg_config" --"$what" ;;
+    esac
+}
+
+fencing_install_files() {
+    local from=$1 to=$2 f d
+    d=$(fencing_inst_dir "$to" pkglibdir)
+    for f in "$(fencing_inst_dir "$from" pkglibdir)"/fencing.so; do
+        cp "$f" "$d/.fencing.so.new" && mv -f "$d/.fencing.so.new" "$d/fencing.so"
+    done
+    if [ -d "$(fencing_inst_dir "$from" pkglibdir)/bitcode/fencing" ]; then
+        rm -rf "$d/bitcode/fencing" "$d/bitcode/fencing.index.bc"
+        cp -a "$(fencing_inst_dir "$from" pkglibdir)"/bitcode/fencing* "$d/bitcode/"
+    fi
+    d=$(fencing_inst_dir "$to" sharedir)/extension
+    for f in "$(fencing_inst_dir "$from" sharedir)"/extension/fencing*; do
+        cp "$f" "$d/.new" && mv -f "$d/.new" "$d/$(basename "$f")"
+    done
+    chmod -R a+rX "$to"
+}
+
+# Build release $1 from its tag into copy $2; returns non-zero (with the
+# log in $FENCING_WORK/build.log) when it does not build on this server.
+fencing_build_release() {
+    local v=$1 inst=$2 src=$FENCING_WORK/release-$1
+    rm -rf "$src" && mkdir -p "$src"
+    git -C "$FENCING_ROOT" archive "v$v" | tar -x -C "$src" \
+        || fencing_die "no tag v$v to build release $v from"
+    (fencing_make_install "$src" "$inst" "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING") 2>/dev/null
+}
+
+fencing_ext_dump() {
+    local db=$1 out=$2
+    {
+        echo "== pg_dump --schema-only --binary-upgrade (the extension's schema)"
+        fencing_as_postgres "$FENCING_BINDIR/pg_dump" --schema-only --binary-upgrade -N app -d "$db"
+        echo "== pg_extension"
+        fencing_sql "$db" "SELECT extname, extowner::regrole, extnamespace::regnamespace,
+                extrelocatable, extversion,
+                (SELECT array_agg(c::regclass::text ORDER BY o)
+                   FROM unnest(extconfig) WITH ORDINALITY u(c, o)),
+                extcondition
+           FROM pg_extension WHERE extname = 'fencing'"
+        echo "== members (pg_depend deptype e)"
+        fencing_sql "$db" "SELECT (pg_identify_object(classid, objid, objsubid)).type
+                       || ' ' || (pg_identify_object(classid, objid, objsubid)).identity
+           FROM pg_depend
+          WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+            AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'fencing')
+          ORDER BY 1"
+    } | sed -E \
+        -e '/^\\(un)?restrict /d' \
+        -e '/^-- Dumped (from|by) /d' \
+        -e "/binary_upgrade_set_next|binary_upgrade_create_empty_extension|pg_upgrade: OID|'[0-9]+'::pg_catalog.oid/{s|[0-9A-F]+/[0-9A-F]+|N/N|g;s/[0-9]+/N/g}" \
+        -e "s/^SET relfrozenxid = '[0-9]+', relminmxid = '[0-9]+'/SET relfrozenxid = 'N', relminmxid = 'N'/" \
+        -e "s/^WHERE oid = '[0-9]+';/WHERE oid = 'N';/" \
+        -e "s/^(SELECT pg_catalog.setval\('[^']*', )[0-9]+, (true|false)\);/\1N, B); -- data of a configuration sequence/" \
+        >"$out"
+}
