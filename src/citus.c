@@ -43,18 +43,20 @@
  * on any protected table; Citus runs the local command before sending it
  * to the shards, so a refused command reaches no worker.  On a worker the
  * shards are plain tables that a user may alter directly (with
- * citus.enable_manual_changes_to_shards = on): FencingCitusDdlGuardStart
- * refuses there, with SF005, disabling, re-moding, dropping, renaming or
- * replacing a shard's fencing triggers, adding a BEFORE ROW trigger that
- * would fire after the guard, and dropping, retyping or renaming its
- * fence column.  Commands that Citus itself sends from the coordinator
- * (its internal connections, recognised as Citus recognises them, by
- * application_name) are let through: the coordinator has checked them.
+ * citus.enable_manual_changes_to_shards = on).  The DDL guard (ddl_guard.c)
+ * checks them by the same rules as any protected table: its ProtectionOf()
+ * asks FencingCitusShardProtection whether a relation that
+ * fencing.protected does not name is a shard of a protected table, and
+ * gets the shard's fence and key columns and the name of its guard
+ * trigger (zz_fencing_guard_<shardid>) from the trigger's arguments.
+ * Commands that Citus itself sends from the coordinator (its internal
+ * connections, recognised as Citus recognises them, by application_name)
+ * are let through: the coordinator has checked them.
  *
  * TRUNCATE: Citus does not propagate statement triggers for TRUNCATE to
  * shards, but does copy them to the shard placements it creates later.  So
  * the guard's BEFORE TRUNCATE trigger is added to each shard when the guard
- * row trigger is created on it (FencingCitusDdlGuardEnd, on the worker, in
+ * row trigger is created on it (fencing_citus_ddl_end, on the worker, in
  * the same transaction): at protect(), and again at every placement Citus
  * creates.  When the guard row trigger is dropped from a shard (unprotect()),
  * every fencing TRUNCATE trigger of that shard goes with it.  TRUNCATE of the
@@ -65,90 +67,100 @@
  * ------------------------------------------------------------
  * Table scope (one fence for rows on many nodes); key scope without the
  * distribution column among the key columns (one key's rows on several
- * shards, each with its own fence); a scope_name shared by tables that are
- * not co-located; a lease (leases live on the coordinator, the guard runs
- * on the workers); protect() of a shard itself.  Key scope with the
- * distribution column is designed below and not built yet: refused too.
+ * shards, each with its own fence); key scope on reference, single-shard,
+ * range or append distributed tables, or by a distribution column of a
+ * domain type (Citus co-locates only columns of one type, and the storage
+ * is keyed by the base type); a scope_name shared by tables that are not
+ * co-located, or whose storage is not co-located with the table, or that
+ * lists the distribution column at another key position; a distributed
+ * scope shared with a plain table and the other way round; a lease (leases
+ * live on the coordinator, the guard runs on the workers); protect() of a
+ * shard itself.
  *
- * Key scope on Citus: the design (round 2, on the typed scope storage)
- * --------------------------------------------------------------------
- * 1. Storage, distributed co-located.  protect(tbl, key_columns => K)
- *    on a hash-distributed table whose distribution column d is the i-th
- *    of K creates the scope's storage as on one server (scope_storage.c:
- *    fencing.scope_<n> with columns key_1..key_k of K's types and
- *    collations, fence, the unique index scope_<n>_key NULLS NOT DISTINCT,
- *    the registry row in fencing.scope_storage), grants included, and
- *    then, still as the extension owner, distributes it co-located:
+ * Key scope on Citus
+ * ------------------
+ * 1. Storage, distributed co-located.  protect(tbl, key_columns => K) on a
+ *    hash-distributed table whose distribution column d is the i-th of K
+ *    finds or creates the scope's storage as on one server
+ *    (ScopeStorageFor(): fencing.scope_<n> with columns key_1..key_k of
+ *    K's base types and collations, fence, the unique index scope_<n>_key
+ *    NULLS NOT DISTINCT, the registry row), and then
+ *    (FencingCitusPrepareStorage), when this transaction created it, as
+ *    the extension owner:
+ *        ALTER TABLE fencing.scope_<n> REPLICA IDENTITY FULL;
  *        SELECT create_distributed_table('fencing.scope_<n>', 'key_<i>',
- *                                        colocate_with => '<tbl>')
- *    (one call from ScopeStorageFor() into this file).  Citus requires
- *    co-located distribution columns of one type and collation: key_<i>
- *    has d's by construction; its unique index includes key_<i>, as Citus
- *    requires; d is never NULL (Citus refuses it), so neither is key_<i>.
- *    Same shard count, same hash ranges, same nodes.  Citus moves, splits
- *    and rebalances a colocation group as a whole, so each key's fence
- *    stays on the node of the key's rows before, during and after every
- *    move.  The storage gets REPLICA IDENTITY FULL (its key columns may be
- *    NULL, so no index qualifies) so that Citus' default, logical
- *    replication shard transfer can move the group.  Existing rows seed it
- *    with a co-located INSERT INTO storage SELECT K, fencing.max(fence)
- *    FROM tbl GROUP BY K, which Citus pushes down to each pair of shards.
- *    A second table joining the scope must be hash-distributed, co-located
- *    with the storage (same colocationid) and have its distribution column
- *    at the same position i of its key columns (the types already must
- *    match, 42804); otherwise 0A000 (the co-location part is enforced now,
- *    CheckScopeColocation).  fencing.reset_scope() drops a distributed
- *    storage, shards and all.  Single-shard tables (schema-based sharding)
- *    co-locate their storage as a single-shard table, any key columns;
- *    reference tables keep row scope only.
+ *                                        colocate_with => '<tbl>');
+ *    (its key columns may be NULL, so no index can be its replica identity;
+ *    Citus moves and splits by logical replication and needs one).  An
+ *    existing storage must be hash-distributed in the table's co-location
+ *    group by key_<i> (CheckStorageColocation): a second table joins the
+ *    scope only so.  Same shard count, same hash ranges, same nodes; Citus
+ *    moves, splits and rebalances a co-location group as a whole, so each
+ *    key's fence stays on the node of the key's rows.  Existing rows seed it
+ *    (FencingCitusSeedScope, called by SeedScopesFrom) with
+ *        INSERT INTO storage SELECT K, fencing.max(fence) FROM tbl GROUP BY K
+ *        ON CONFLICT (key_1..key_k) DO UPDATE ... (only upwards)
+ *    which Citus pushes down to each pair of co-located shards.
+ *    fencing.reset_scope() drops a distributed storage, shards and all, as
+ *    it drops any (Citus propagates the DROP TABLE).
+ *
+ *    Citus lets one transaction reach a group of co-located shards as one
+ *    user only ("modified in this transaction by a different user"), and
+ *    the storage belongs to the extension owner: protect() runs the
+ *    storage's distribution, its trigger DDL and the seeding as the
+ *    extension owner (FencingCitusBeginTriggerDdl), the caller's ownership
+ *    of the table being checked first.
  *
  * 2. The guard on a worker finds the co-located storage shard.  The guard
- *    trigger's arguments gain one 'key=<column>' per key column, in order,
- *    'scope=<scope_name>' and 'storage=fencing.scope_<n>', so every shard,
- *    including those created later, knows its scope without the
- *    coordinator's registry.  Firing on shard ledger_102008, the guard
- *    takes its shard id from its relation (confirmed in pg_dist_shard,
- *    which Citus syncs to every node, as CitusShardOf does now) and the
- *    storage shard with the same hash range:
- *        SELECT s.shardid FROM pg_dist_shard s, pg_dist_shard me
- *        WHERE me.shardid = $1 AND s.logicalrelid = $storage
- *          AND s.shardminvalue = me.shardminvalue
- *    (co-located shards keep identical ranges: a split splits the whole
- *    group), then its local relation fencing.scope_<n>_<shardid>
- *    (shard_name()), which must exist on this node: co-location
- *    guarantees it; if it does not, the guard fails closed with SF005.
- *    That relation goes into cfg->scope through a variant of
- *    ScopeStorageOpen() that takes the storage relation instead of reading
- *    the registry (the registry lives on the coordinator); its unique
- *    index is the shard's copy of scope_<n>_key.  The cache is the shard's
- *    guard config: a placement that moves is a new relation on its new
- *    node, so it never outlives the placement it describes.  From there
- *    the check and advance are the one-server code, unchanged, on that
- *    local table, in the worker's part of the distributed transaction,
- *    committed with the write by Citus' two-phase commit.  The guard
- *    writes the storage shard itself, never the distributed storage table:
- *    a query on a shard cannot start a distributed query.
+ *    trigger's arguments carry one 'key=<column>' per key column, in order,
+ *    'scope=<scope_name>' and 'storage=scope_<n>', so every shard, including
+ *    those created later, knows its scope without the coordinator's
+ *    registry.  Firing on shard ledger_102008 (or on a partition's shard),
+ *    the guard takes the shard id from its relation's name, confirmed in
+ *    pg_dist_shard (which Citus syncs to every node), and the storage shard
+ *    with the same hash range (ColocatedStorageShard), which must be a table
+ *    of the extension owner in schema fencing on this node: co-location
+ *    guarantees it; otherwise the guard fails closed with SF005.  That
+ *    relation becomes cfg->scope through ScopeStorageOpenRelation() (the
+ *    registry lives on the coordinator); from there the check and advance
+ *    are the one-server code (scopes.c), unchanged, on that local table, in
+ *    the worker's part of the distributed transaction, committed with the
+ *    write.  The guard writes the storage shard itself, never the
+ *    distributed storage: a query on a shard cannot start a distributed
+ *    query.  The cache is the shard's guard config: a placement that moves
+ *    is a new relation on its new node.  A table that is no shard (one
+ *    undistributed after protect()) must not write the coordinator's empty
+ *    shell of a distributed storage: it fails closed
+ *    (FencingCitusCheckLocalStorage).
  *
- * 3. The first write of a new key.  No row yet in the storage shard: the
- *    guard inserts one through the unique index, as on one server, so two
- *    sessions racing on a new key meet on that index entry in the one
- *    storage shard that covers the key: the second waits for the first's
- *    distributed transaction and then compares against its committed
- *    fence.  After a move, the first write on the new node finds the fence
- *    that moved with the storage shard.  During a logical-replication move
- *    the source stays writable until cut-over; the storage shard
- *    replicates like the table's, and on the target the guard fires for
- *    the apply worker only to advance fences (FollowReplicatedWrite), which
- *    never lowers one.  Citus creates a new placement's triggers after
- *    copying its rows, so the copy itself is not checked.  Citus refuses
+ * 3. The first write of a new key inserts its storage row through the
+ *    unique index, as on one server, so two sessions racing on a new key
+ *    meet on that index entry in the one storage shard that covers the
+ *    key: the second waits for the first's transaction and then compares
+ *    against its committed fence.
+ *
+ * 4. Moves.  A logical-replication move or split copies the shards, then
+ *    creates their triggers, then catches up: the guard fires on the target
+ *    for the apply worker.  Citus replicates the table and its storage by
+ *    one stream per table owner, in no set order between them; so on a
+ *    shard in key scope the apply worker leaves the storage shard to its
+ *    own stream (cfg->scope_moves_with_rel, guard.c) instead of advancing
+ *    it, which could make the storage stream's INSERT of the same key fail
+ *    on the unique index and stall the move.  The source accepted every
+ *    replayed write; the storage stream brings its fences.  Citus refuses
  *    an UPDATE of the distribution column, so a row never changes shard.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/stratnum.h"
 #include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
@@ -159,15 +171,18 @@
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "fencing.h"
 
@@ -194,6 +209,9 @@ typedef struct CitusTable
 	char	   *distcol;		/* distribution column, or NULL */
 } CitusTable;
 
+static void RunSql(const char *sql);
+static Oid	RelOwner(Oid relid);
+
 /* True while SyncShardTruncateGuard runs its own trigger DDL. */
 static bool in_truncate_sync = false;
 
@@ -203,7 +221,28 @@ static struct
 	Oid			relid;
 	char		fence_column[NAMEDATALEN];
 	bool		strict;
+	/* key scope: its key columns, scope, and where the fences live */
+	int			nkeys;			/* 0: row scope */
+	char		keys[INDEX_MAX_KEYS][NAMEDATALEN];
+	int			dist_key;		/* the distribution column is key_<dist_key> */
+	int			colocationid;	/* of the table */
+	char		scope_name[FENCING_SCOPE_NAME_MAXLEN + 1];
+	char		storage[NAMEDATALEN];	/* fencing.<storage>, set by
+										 * FencingCitusPrepareStorage */
+	bool		as_owner;		/* the trigger DDL runs as the extension owner */
+	FencingSavedUser saved;		/* and then this was the user */
 } pending = {InvalidOid};
+
+/* What the arguments of a shard's guard trigger say. */
+typedef struct CitusGuardArgs
+{
+	char	   *fence_column;
+	bool		strict;
+	int			nkeys;			/* 0: row scope */
+	char	   *keys[INDEX_MAX_KEYS];
+	char	   *scope_name;		/* key scope: the scope */
+	char	   *storage;		/* and its storage table in schema fencing */
+} CitusGuardArgs;
 
 /* Is Citus installed in this database? */
 static bool
@@ -267,7 +306,7 @@ GetCitusTable(Oid relid)
 							   "ELSE pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END "
 							   "FROM pg_catalog.pg_dist_partition p "
 							   "WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
-							   1, argtypes, values, NULL, true, 1);
+							   1, argtypes, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read pg_dist_partition: %s", SPI_result_code_string(rc));
 	if (SPI_processed > 0)
@@ -312,13 +351,31 @@ IsCitusTable(Oid relid)
  * of a partition); else InvalidOid.  Citus names a shard <table>_<shardid>
  * and lists it in pg_dist_shard, synced to every node.
  */
+/*
+ * The shard id in the name of relation relid (Citus names a shard
+ * <table>_<shardid>), or 0.  pg_dist_shard must confirm it.
+ */
+static int64
+ShardIdInName(Oid relid)
+{
+	char	   *relname = get_rel_name(relid);
+	char	   *us;
+	char	   *end;
+	int64		shardid;
+
+	if (relname == NULL || (us = strrchr(relname, '_')) == NULL || us[1] == '\0')
+		return 0;
+	errno = 0;
+	shardid = strtoi64(us + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || shardid <= 0)
+		return 0;
+	return shardid;
+}
+
 static Oid
 CitusShardOf(Oid relid)
 {
 	Oid			top = relid;
-	char	   *relname;
-	char	   *us;
-	char	   *end;
 	int64		shardid;
 	Oid			argtypes[1] = {INT8OID};
 	Datum		values[1];
@@ -329,12 +386,8 @@ CitusShardOf(Oid relid)
 		return InvalidOid;
 	if (get_rel_relispartition(relid))
 		top = llast_oid(get_partition_ancestors(relid));
-	relname = get_rel_name(top);
-	if (relname == NULL || (us = strrchr(relname, '_')) == NULL || us[1] == '\0')
-		return InvalidOid;
-	errno = 0;
-	shardid = strtoi64(us + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || shardid <= 0)
+	shardid = ShardIdInName(top);
+	if (shardid == 0)
 		return InvalidOid;
 
 	values[0] = Int64GetDatum(shardid);
@@ -400,64 +453,45 @@ CitusGuardTrigger(Relation rel)
 	return NULL;
 }
 
-/* Is trigger t one of the fencing triggers (the guard or its TRUNCATE)? */
-static bool
-IsFencingTriggerOf(Trigger *t)
-{
-	return IsFencingFunction(t->tgfoid, "guard") ||
-		IsFencingFunction(t->tgfoid, "guard_truncate");
-}
-
-/* The trigger of rel named name, or NULL. */
-static Trigger *
-TriggerByName(Relation rel, const char *name)
-{
-	TriggerDesc *td = rel->trigdesc;
-	int			i;
-
-	if (td == NULL || name == NULL)
-		return NULL;
-	for (i = 0; i < td->numtriggers; i++)
-		if (strcmp(td->triggers[i].tgname, name) == 0)
-			return &td->triggers[i];
-	return NULL;
-}
-
 /*
  * Parse the settings carried by a guard trigger's arguments; false on
  * anything not understood (a newer format: the guard fails closed).
+ * Row scope: 'fence_column=<c>', 'strict=on|off'.  Key scope adds
+ * 'key=<column>' per key column in order, 'scope=<scope_name>' and
+ * 'storage=<table of schema fencing>'.  The strings point into t.
  */
 static bool
-ParseGuardArgs(Trigger *t, char **fence_column, bool *strict)
+ParseGuardArgs(Trigger *t, CitusGuardArgs *a)
 {
 	int			i;
 
-	*fence_column = NULL;
-	*strict = true;
+	memset(a, 0, sizeof(CitusGuardArgs));
+	a->strict = true;
 	for (i = 1; i < t->tgnargs; i++)
 	{
-		const char *arg = t->tgargs[i];
+		char	   *arg = t->tgargs[i];
 
 		if (strncmp(arg, "fence_column=", 13) == 0 && arg[13] != '\0')
-			*fence_column = (char *) arg + 13;
+			a->fence_column = arg + 13;
 		else if (strcmp(arg, "strict=on") == 0)
-			*strict = true;
+			a->strict = true;
 		else if (strcmp(arg, "strict=off") == 0)
-			*strict = false;
+			a->strict = false;
+		else if (strncmp(arg, "key=", 4) == 0 && arg[4] != '\0' &&
+				 a->nkeys < INDEX_MAX_KEYS)
+			a->keys[a->nkeys++] = arg + 4;
+		else if (strncmp(arg, "scope=", 6) == 0 && arg[6] != '\0')
+			a->scope_name = arg + 6;
+		else if (strncmp(arg, "storage=", 8) == 0 && arg[8] != '\0')
+			a->storage = arg + 8;
 		else
 			return false;
 	}
-	return *fence_column != NULL;
-}
-
-/* The shard-ness of rel, once per DDL command: its Citus table, or invalid. */
-static Oid
-GuardedShard(Relation rel, Trigger **guard)
-{
-	*guard = CitusGuardTrigger(rel);
-	if (*guard == NULL)
-		return InvalidOid;
-	return CitusShardOf(RelationGetRelid(rel));
+	if (a->fence_column == NULL)
+		return false;
+	/* key scope names its scope and storage; row scope neither */
+	return (a->nkeys > 0) == (a->scope_name != NULL) &&
+		(a->nkeys > 0) == (a->storage != NULL);
 }
 
 /*
@@ -526,6 +560,92 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 	}
 }
 
+/*
+ * The storage table of scope_name on this node (the registry, readable by
+ * everyone), or InvalidOid when the scope does not exist yet.
+ */
+static Oid
+RegisteredStorage(const char *scope_name)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	Oid			storage = InvalidOid;
+	int			rc;
+
+	if (!OidIsValid(get_relname_relid("scope_storage", FencingSchemaOid())))
+		return InvalidOid;		/* objects at 1.0 */
+	values[0] = CStringGetTextDatum(scope_name);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT storage::pg_catalog.oid FROM fencing.scope_storage "
+							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
+							   1, argtypes, values, NULL, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read fencing.scope_storage: %s", SPI_result_code_string(rc));
+	if (SPI_processed > 0)
+	{
+		bool		isnull;
+
+		storage = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+	return storage;
+}
+
+/*
+ * A key scope's storage, when it exists, must be distributed co-located
+ * with rel (a hash-distributed table whose distribution column is key
+ * column dist_key of its key columns), by its key_<dist_key>; a table that
+ * is not distributed (ct->kind CITUS_NONE) can share only a storage that
+ * is not distributed either.  0A000 otherwise, naming what works.
+ */
+static void
+CheckStorageColocation(Relation rel, CitusTable *ct, int dist_key,
+					   const char *scope_name, Oid storage)
+{
+	CitusTable	st = GetCitusTable(storage);
+	char	   *want;
+
+	if (st.kind == CITUS_NONE && ct->kind == CITUS_NONE)
+		return;
+	if (ct->kind == CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot hold on table \"%s\"",
+						scope_name, RelationGetRelationName(rel)),
+				 errdetail("The scope keeps its fences on the shards of distributed tables, and table \"%s\" is not distributed.",
+						   RelationGetRelationName(rel)),
+				 errhint("Choose another scope_name, or distribute the table co-located with the scope's tables first.")));
+	if (st.kind == CITUS_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot hold on distributed table \"%s\"",
+						scope_name, RelationGetRelationName(rel)),
+				 errdetail("The scope keeps its fences in one table on the coordinator, and the guard runs on the node of each shard."),
+				 errhint("Choose another scope_name: a new scope of a distributed table keeps its fences co-located with its shards.")));
+	if (st.kind != CITUS_HASH || st.colocationid != ct->colocationid)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot hold on distributed table \"%s\"",
+						scope_name, RelationGetRelationName(rel)),
+				 errdetail("The scope keeps its fences co-located with the tables already in it, and table \"%s\" is not co-located with them: a key's fence would not live on the node of the key's rows.",
+						   RelationGetRelationName(rel)),
+				 errhint("Choose another scope_name, or distribute the table co-located with the scope's tables (create_distributed_table(..., colocate_with => '%s') or update_distributed_table_colocation()).",
+						 QualifiedName(storage))));
+	want = psprintf("key_%d", dist_key);
+	if (st.distcol == NULL || strcmp(st.distcol, want) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("fencing scope \"%s\" cannot hold on distributed table \"%s\"",
+						scope_name, RelationGetRelationName(rel)),
+				 errdetail("The scope's fences are distributed by its key column %s, and the distribution column \"%s\" of table \"%s\" is key column %d.",
+						   st.distcol ? st.distcol + 4 : "?", ct->distcol,
+						   RelationGetRelationName(rel), dist_key),
+				 errhint("List the key columns so that the distribution column \"%s\" comes at position %s, as in the tables already in the scope, or choose another scope_name.",
+						 ct->distcol, st.distcol ? st.distcol + 4 : "?")));
+}
+
 void
 FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 						 Datum *keynames, bool strict, const char *scope_name,
@@ -534,11 +654,14 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 	Oid			relid = RelationGetRelid(rel);
 	CitusTable	ct;
 	Oid			shell;
+	Oid			storage = InvalidOid;
 	const char *what;
 	int			i;
-	bool		has_distcol = false;
+	int			dist_key = 0;
 
+	/* a protect() that failed left it; its user was restored by the abort */
 	pending.relid = InvalidOid;
+	pending.as_owner = false;
 	if (!CitusPresent())
 		return;
 
@@ -553,9 +676,17 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 
 	ct = GetCitusTable(relid);
 	if (nkeys > 0)
+	{
 		CheckScopeColocation(rel, &ct, scope_name);
+		storage = RegisteredStorage(scope_name);
+	}
 	if (ct.kind == CITUS_NONE)
+	{
+		/* a table that Citus does not know cannot join a distributed scope */
+		if (OidIsValid(storage))
+			CheckStorageColocation(rel, &ct, 0, scope_name, storage);
 		return;
+	}
 
 	what = ct.kind == CITUS_REFERENCE ? "reference table" : "distributed table";
 
@@ -586,6 +717,9 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 				 errhint("Use row scope (key_columns => NULL).")));
 	if (nkeys > 0)
 	{
+		AttrNumber	distattnum;
+		Oid			disttype;
+
 		if (ct.kind == CITUS_REFERENCE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -593,38 +727,191 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 							RelationGetRelationName(rel)),
 					 errdetail("A reference table is written on every node; a key's fence cannot live with all of its copies."),
 					 errhint("Use row scope (key_columns => NULL).")));
-		if (ct.kind == CITUS_HASH)
-		{
-			for (i = 0; i < nkeys; i++)
-				if (ct.distcol != NULL &&
-					strcmp(NameStr(*DatumGetName(keynames[i])), ct.distcol) == 0)
-					has_distcol = true;
-			if (!has_distcol)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("key scope without the distribution column cannot hold on distributed table \"%s\"",
-								RelationGetRelationName(rel)),
-						 errdetail("The rows of one key would live on several shards, each with a fence of its own."),
-						 errhint("Add the distribution column \"%s\" to key_columns, or use row scope (key_columns => NULL).",
-								 ct.distcol ? ct.distcol : "?")));
-		}
+		if (ct.kind != CITUS_HASH || ct.distcol == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key scope cannot hold on %s \"%s\"", what,
+							RelationGetRelationName(rel)),
+					 errdetail("Key scope needs a hash-distributed table: each key's fence lives in the shard co-located with the key's rows."),
+					 errhint("Use row scope (key_columns => NULL), or distribute the table by hash on a column (create_distributed_table(..., '<column>')).")));
+		for (i = 0; i < nkeys; i++)
+			if (strcmp(NameStr(*DatumGetName(keynames[i])), ct.distcol) == 0)
+				dist_key = i + 1;
+		if (dist_key == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key scope without the distribution column cannot hold on distributed table \"%s\"",
+							RelationGetRelationName(rel)),
+					 errdetail("The rows of one key would live on several shards, each with a fence of its own."),
+					 errhint("Add the distribution column \"%s\" to key_columns, or use row scope (key_columns => NULL).",
+							 ct.distcol)));
 
 		/*
-		 * Key scope with the distribution column: designed (see the head of
-		 * this file), built with the typed scope storage.
+		 * The storage's key column is of the base type of the table's
+		 * column; Citus co-locates only distribution columns of one type.
 		 */
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("key scope is not available yet on %s \"%s\"", what,
-						RelationGetRelationName(rel)),
-				 errdetail("Its fences must live in storage co-located with the table's shards, which this version does not create."),
-				 errhint("Use row scope (key_columns => NULL).")));
+		distattnum = get_attnum(relid, ct.distcol);
+		disttype = get_atttype(relid, distattnum);
+		if (getBaseType(disttype) != disttype)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("key scope cannot hold on distributed table \"%s\"",
+							RelationGetRelationName(rel)),
+					 errdetail("Its distribution column \"%s\" is of domain type %s; the fences are keyed by the base type, which Citus cannot co-locate with it.",
+							   ct.distcol, format_type_be(disttype)),
+					 errhint("Use row scope (key_columns => NULL), or distribute the table by a column of a base type.")));
+		if (OidIsValid(storage))
+			CheckStorageColocation(rel, &ct, dist_key, scope_name, storage);
 	}
 
-	/* row scope: the guard trigger will carry these settings */
+	/* the guard trigger will carry these settings */
 	pending.relid = relid;
 	strlcpy(pending.fence_column, fence_column, NAMEDATALEN);
 	pending.strict = strict;
+	pending.nkeys = Max(nkeys, 0);
+	for (i = 0; i < nkeys; i++)
+		strlcpy(pending.keys[i], NameStr(*DatumGetName(keynames[i])), NAMEDATALEN);
+	pending.dist_key = dist_key;
+	pending.colocationid = ct.colocationid;
+	strlcpy(pending.scope_name, scope_name, sizeof(pending.scope_name));
+	pending.storage[0] = '\0';
+}
+
+/* Was relation relid created by the current transaction? */
+static bool
+CreatedInThisTransaction(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		result;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	result = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data));
+	ReleaseSysCache(tup);
+	return result;
+}
+
+/*
+ * protect() of a distributed table in key scope, once ScopeStorageFor()
+ * has found or created the scope's storage (under the lock on the scope's
+ * name): a storage this transaction created is distributed co-located
+ * with the table, by the key column of the table's distribution column;
+ * an existing one must be so already.  Then the guard's arguments name
+ * it.  Nothing to do for any other table.
+ */
+void
+FencingCitusPrepareStorage(Relation rel, Oid storage)
+{
+	CitusTable	ct;
+	CitusTable	st;
+
+	if (pending.relid != RelationGetRelid(rel) || pending.nkeys == 0)
+		return;
+	ct = GetCitusTable(RelationGetRelid(rel));
+	st = GetCitusTable(storage);
+	if (st.kind == CITUS_NONE && CreatedInThisTransaction(storage))
+	{
+		Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+		Datum		values[3];
+		FencingSavedUser saved;
+		int			rc;
+
+		values[0] = CStringGetTextDatum(QualifiedName(storage));
+		values[1] = CStringGetTextDatum(psprintf("key_%d", pending.dist_key));
+		values[2] = CStringGetTextDatum(QualifiedName(RelationGetRelid(rel)));
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		FencingBecomeOwner(&saved);
+		/* the storage's key columns may be NULL: no index can identify a row */
+		RunSql(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", QualifiedName(storage)));
+		rc = SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2, "
+								   "colocate_with => $3)",
+								   3, argtypes, values, NULL, false, 0);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "could not distribute the fence storage of scope \"%s\": %s",
+				 pending.scope_name, SPI_result_code_string(rc));
+		FencingRestoreUser(&saved);
+		SPI_finish();
+	}
+	CheckStorageColocation(rel, &ct, pending.dist_key, pending.scope_name, storage);
+	strlcpy(pending.storage, get_rel_name(storage), NAMEDATALEN);
+}
+
+/*
+ * SeedScopesFrom() of a scope whose storage is distributed: advance each
+ * key's fence to the highest among source_relid's rows with one INSERT ...
+ * SELECT, which Citus runs on each pair of co-located shards.  Runs as the
+ * extension's owner, who owns the storage (and, Citus being installed by
+ * a superuser, is one).  False when the storage is not distributed: the
+ * caller seeds it as on one server.
+ */
+bool
+FencingCitusSeedScope(const char *scope_name, const char *fence_column,
+					  int nkeys, Datum *keynames, Oid source_relid)
+{
+	Oid			storage;
+	StringInfoData sql;
+	FencingSavedUser saved;
+	int			rc;
+	int			i;
+
+	if (!CitusPresent() || nkeys == 0)
+		return false;
+	storage = RegisteredStorage(scope_name);
+	if (!OidIsValid(storage) || GetCitusTable(storage).kind == CITUS_NONE)
+		return false;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "INSERT INTO %s AS s (", QualifiedName(storage));
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "key_%d, ", i + 1);
+	appendStringInfoString(&sql, "fence) SELECT ");
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(NameStr(*DatumGetName(keynames[i]))));
+	appendStringInfo(&sql, "fencing.max(%s) FROM %s WHERE %s IS NOT NULL GROUP BY ",
+					 quote_identifier(fence_column), QualifiedName(source_relid),
+					 quote_identifier(fence_column));
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "%s%d", i > 0 ? ", " : "", i + 1);
+	appendStringInfoString(&sql, " ON CONFLICT (");
+	for (i = 0; i < nkeys; i++)
+		appendStringInfo(&sql, "%skey_%d", i > 0 ? ", " : "", i + 1);
+	appendStringInfoString(&sql, ") DO UPDATE SET fence = EXCLUDED.fence "
+						   "WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence");
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	FencingBecomeOwner(&saved);
+	rc = SPI_execute(sql.data, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "could not seed fencing scope \"%s\": %s", scope_name,
+			 SPI_result_code_string(rc));
+	FencingRestoreUser(&saved);
+	SPI_finish();
+	return true;
+}
+
+/*
+ * The guard on a table that is not a shard (the coordinator's own tables)
+ * must not write a storage that Citus distributes: its rows live on the
+ * shards, and what the guard wrote into the coordinator's empty shell
+ * would fence nothing.  Such a table (one undistributed after protect(),
+ * say) fails closed with SF005.
+ */
+void
+FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
+{
+	if (scope == NULL || !CitusPresent() || !IsCitusTable(scope->relid))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("the fence storage of scope \"%s\" is distributed and table \"%s\" is not",
+					scope->scope_name, RelationGetRelationName(rel)),
+			 errdetail("The scope's fences live on the shards of its distributed tables; table \"%s\" was protected as one of them.",
+					   RelationGetRelationName(rel)),
+			 errhint("Distribute the table again co-located with the scope, or call fencing.unprotect('%s') and protect it in another scope.",
+					 QualifiedName(RelationGetRelid(rel))),
+			 errtable(rel)));
 }
 
 /*
@@ -635,11 +922,28 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 const char *
 FencingCitusGuardArgs(Oid relid)
 {
+	StringInfoData args;
+	int			i;
+
 	if (!OidIsValid(relid) || pending.relid != relid)
 		return "";
-	return psprintf("'" CITUS_ARGS_TAG "', %s, '%s'",
-					quote_literal_cstr(psprintf("fence_column=%s", pending.fence_column)),
-					pending.strict ? "strict=on" : "strict=off");
+	initStringInfo(&args);
+	appendStringInfo(&args, "'" CITUS_ARGS_TAG "', %s, '%s'",
+					 quote_literal_cstr(psprintf("fence_column=%s", pending.fence_column)),
+					 pending.strict ? "strict=on" : "strict=off");
+	if (pending.nkeys > 0)
+	{
+		if (pending.storage[0] == '\0')
+			elog(ERROR, "the fence storage of scope \"%s\" is not prepared",
+				 pending.scope_name);
+		for (i = 0; i < pending.nkeys; i++)
+			appendStringInfo(&args, ", %s",
+							 quote_literal_cstr(psprintf("key=%s", pending.keys[i])));
+		appendStringInfo(&args, ", %s, %s",
+						 quote_literal_cstr(psprintf("scope=%s", pending.scope_name)),
+						 quote_literal_cstr(psprintf("storage=%s", pending.storage)));
+	}
+	return args.data;
 }
 
 /*
@@ -659,206 +963,275 @@ FencingCitusBeginTriggerDdl(Oid relid)
 	(void) set_config_option("citus.enable_unsafe_triggers", "on",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
+
+	/*
+	 * Key scope: Citus lets one transaction reach a group of co-located
+	 * shards as one user only, and the storage (the extension owner's) was
+	 * just distributed into the table's group and is seeded after: the
+	 * trigger DDL of protect() runs as the extension's owner too, the
+	 * caller's ownership of the table being checked already.
+	 */
+	if (pending.relid == relid && pending.nkeys > 0 && pending.storage[0] != '\0' &&
+		!pending.as_owner)
+	{
+		FencingBecomeOwner(&pending.saved);
+		pending.as_owner = true;
+	}
 	return level;
 }
 
-/* After the trigger DDL: the setting as it was. */
+/* After the trigger DDL: the setting and the user as they were. */
 void
 FencingCitusEndTriggerDdl(int level)
 {
+	if (pending.as_owner)
+	{
+		FencingRestoreUser(&pending.saved);
+		pending.as_owner = false;
+		pending.storage[0] = '\0';
+	}
 	if (level >= 0)
 		AtEOXact_GUC(true, level);
+}
+
+/*
+ * The shard of the scope storage storage_shell (a distributed table of
+ * schema fencing) that is co-located with shard rel on this node: the one
+ * with rel's hash range (co-located shards have the same ranges; a split
+ * splits the whole co-location group).  InvalidOid when this node holds no
+ * such shard of the extension's owner.
+ */
+static Oid
+ColocatedStorageShard(Relation rel, Oid storage_shell)
+{
+	int64		shardid = ShardIdInName(RelationGetRelid(rel));
+	Oid			argtypes[2] = {INT8OID, OIDOID};
+	Datum		values[2];
+	Oid			shard = InvalidOid;
+	int			rc;
+
+	if (shardid == 0 || !OidIsValid(storage_shell))
+		return InvalidOid;
+	values[0] = Int64GetDatum(shardid);
+	values[1] = ObjectIdGetDatum(storage_shell);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	rc = SPI_execute_with_args("SELECT pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))::pg_catalog.oid "
+							   "FROM pg_catalog.pg_dist_shard me, pg_catalog.pg_dist_shard s "
+							   "WHERE me.shardid OPERATOR(pg_catalog.=) $1 "
+							   "AND s.logicalrelid OPERATOR(pg_catalog.=) $2::pg_catalog.regclass "
+							   "AND s.shardminvalue OPERATOR(pg_catalog.=) me.shardminvalue "
+							   "AND s.shardmaxvalue OPERATOR(pg_catalog.=) me.shardmaxvalue",
+							   2, argtypes, values, NULL, true, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_dist_shard: %s", SPI_result_code_string(rc));
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			shard = DatumGetObjectId(d);
+	}
+	SPI_finish();
+
+	/* a table of the extension's owner in schema fencing, nothing else */
+	if (OidIsValid(shard) &&
+		(get_rel_namespace(shard) != FencingSchemaOid() ||
+		 get_rel_relkind(shard) != RELKIND_RELATION ||
+		 RelOwner(shard) != FencingOwnerOid()))
+		shard = InvalidOid;
+	return shard;
+}
+
+/* Raise SF005: shard rel's key scope cannot be checked here. */
+static void
+ReportShardScopeBroken(Relation rel, Oid shell, const char *scope_name,
+					   const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("the fencing guard of shard \"%s\" cannot find the fences of scope \"%s\"",
+					RelationGetRelationName(rel), scope_name),
+			 errdetail_internal("%s", detail),
+			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard; if the table is no longer co-located with the scope's storage, protect it with another scope_name.",
+					 QualifiedName(shell)),
+			 errtable(rel)));
 }
 
 /*
  * The guard settings of a shard, from the arguments of its guard trigger,
  * into cfg (allocated in cxt).  Leaves cfg unprotected when rel is not a
  * shard of a Citus table or its trigger carries no settings we can read:
- * the guard then fails closed.
+ * the guard then fails closed.  In key scope, the scope's fences are in
+ * the co-located shard of its storage on this node, which must be there
+ * (SF005 otherwise).
  */
 void
 FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 {
 	Trigger    *t;
 	Oid			shell;
-	char	   *fence_column;
-	bool		strict;
+	CitusGuardArgs args;
 	AttrNumber	attnum;
+	AttrNumber	key_attnums[INDEX_MAX_KEYS];
+	ScopeStorage *scope = NULL;
 	MemoryContext old;
+	int			i;
 
 	t = CitusGuardTrigger(rel);
-	if (t == NULL || !ParseGuardArgs(t, &fence_column, &strict))
+	if (t == NULL || !ParseGuardArgs(t, &args))
 		return;
 	shell = CitusShardOf(RelationGetRelid(rel));
 	if (!OidIsValid(shell))
 		return;
-	attnum = get_attnum(RelationGetRelid(rel), fence_column);
+	attnum = get_attnum(RelationGetRelid(rel), args.fence_column);
 	if (attnum <= 0 || get_atttype(RelationGetRelid(rel), attnum) != FencingTypeOid())
 		return;
+
+	if (args.nkeys > 0)
+	{
+		Oid			storage_shell = get_relname_relid(args.storage, FencingSchemaOid());
+		Oid			storage_shard;
+
+		for (i = 0; i < args.nkeys; i++)
+		{
+			key_attnums[i] = get_attnum(RelationGetRelid(rel), args.keys[i]);
+			if (key_attnums[i] <= 0)
+				ReportShardScopeBroken(rel, shell, args.scope_name,
+									   psprintf("Its key column \"%s\" is missing.", args.keys[i]));
+		}
+		storage_shard = ColocatedStorageShard(rel, storage_shell);
+		if (!OidIsValid(storage_shard))
+			ReportShardScopeBroken(rel, shell, args.scope_name,
+								   psprintf("This node holds no shard of \"fencing.%s\" co-located with it.",
+											args.storage));
+		scope = ScopeStorageOpenRelation(storage_shard, args.scope_name, false, cxt);
+		if (scope == NULL)
+			ReportShardScopeBroken(rel, shell, args.scope_name,
+								   psprintf("The shard of \"fencing.%s\" co-located with it cannot be opened.",
+											args.storage));
+	}
 
 	old = MemoryContextSwitchTo(cxt);
 	cfg->protected = true;
 	cfg->protected_relid = shell;
 	cfg->fence_attnum = attnum;
-	cfg->nkeys = -1;
-	cfg->key_attnums = NULL;
 	cfg->key_out = NULL;
-	cfg->strict = strict;
-	cfg->scope_name = QualifiedName(shell);
+	cfg->strict = args.strict;
 	cfg->lease = NULL;
+	if (args.nkeys > 0)
+	{
+		cfg->nkeys = args.nkeys;
+		cfg->key_attnums = palloc(sizeof(AttrNumber) * args.nkeys);
+		memcpy(cfg->key_attnums, key_attnums, sizeof(AttrNumber) * args.nkeys);
+		cfg->scope_name = pstrdup(args.scope_name);
+		cfg->scope = scope;
+		cfg->scope_moves_with_rel = true;
+	}
+	else
+	{
+		cfg->nkeys = -1;
+		cfg->key_attnums = NULL;
+		cfg->scope_name = QualifiedName(shell);
+	}
 	MemoryContextSwitchTo(old);
 }
 
-/* Raise SF005 for DDL on shard rel (of Citus table shell). */
-static void
-ReportShardGuardAltered(Relation rel, Oid shell, const char *what,
-						const char *why, AttrNumber attnum)
+/*
+ * The guard row trigger of relid with Citus settings, from the catalog
+ * (no relation opened, no lock taken), as a Trigger with its name and
+ * arguments only; false when there is none.
+ */
+static bool
+CatalogCitusGuardTrigger(Oid relid, Trigger *t)
 {
-	ereport(ERROR,
-			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-			 errmsg("%s of protected shard \"%s\"", what, RelationGetRelationName(rel)),
-			 errdetail("Shard \"%s\" of distributed table \"%s\" is protected by fencing: %s",
-					   RelationGetRelationName(rel), QualifiedName(shell), why),
-			 errhint("Call fencing.unprotect('%s') on the coordinator first.",
-					 QualifiedName(shell)),
-			 attnum > 0 ? errtablecol(rel, attnum) : errtable(rel)));
-}
+	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
 
-/* Refuse a change of trigger trigname of shard rel if it is a fencing trigger. */
-static void
-CheckShardTrigger(Relation rel, Oid shell, const char *trigname, const char *verb)
-{
-	Trigger    *t = TriggerByName(rel, trigname);
+	memset(t, 0, sizeof(Trigger));
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_trigger trig = (Form_pg_trigger) GETSTRUCT(tup);
+		bool		isnull;
+		Datum		d;
+		char	   *p;
+		int			i;
 
-	if (t == NULL || !IsFencingTriggerOf(t))
-		return;
-	ReportShardGuardAltered(rel, shell,
-							psprintf("cannot %s trigger \"%s\"", verb, trigname),
-							"its fencing triggers check every write.", InvalidAttrNumber);
-}
-
-/* Refuse DDL that drops, retypes or renames the fence column of shard rel. */
-static void
-CheckShardColumn(Relation rel, Oid shell, Trigger *guard, const char *colname,
-				 const char *verb)
-{
-	char	   *fence_column;
-	bool		strict;
-
-	if (colname == NULL)
-		return;
-	/* settings we cannot read: every column might be the fence */
-	if (ParseGuardArgs(guard, &fence_column, &strict) &&
-		strcmp(colname, fence_column) != 0)
-		return;
-	ReportShardGuardAltered(rel, shell,
-							psprintf("cannot %s column \"%s\"", verb, colname),
-							psprintf("column \"%s\" holds its fence tokens.", colname),
-							get_attnum(RelationGetRelid(rel), colname));
+		if (trig->tgnargs < 1 || !TRIGGER_FOR_ROW(trig->tgtype) ||
+			!TRIGGER_FOR_BEFORE(trig->tgtype) ||
+			!IsFencingFunction(trig->tgfoid, "guard"))
+			continue;
+		d = heap_getattr(tup, Anum_pg_trigger_tgargs, RelationGetDescr(tgrel), &isnull);
+		if (isnull)
+			continue;
+		p = VARDATA_ANY(DatumGetByteaPP(d));
+		t->tgnargs = trig->tgnargs;
+		t->tgargs = palloc(sizeof(char *) * trig->tgnargs);
+		for (i = 0; i < trig->tgnargs; i++)
+		{
+			t->tgargs[i] = pstrdup(p);
+			p += strlen(p) + 1;
+		}
+		if (strcmp(t->tgargs[0], CITUS_ARGS_TAG) != 0)
+			continue;
+		t->tgname = pstrdup(NameStr(trig->tgname));
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+	return found;
 }
 
 /*
- * Open the relation a DDL command names, if it is a protected shard that
- * the current user may change (owner; or TRIGGER privilege for CREATE
- * TRIGGER).  Locks it as the DDL guard does.  NULL otherwise.
+ * The DDL guard's question (ddl_guard.c, ProtectionOf) about a relation
+ * that fencing.protected does not name: is relid a shard of a protected
+ * Citus table, on a worker?  fencing.protected lives on the coordinator;
+ * a shard's settings travel in its guard trigger's arguments.  Then the
+ * distributed table, the name of the shard's guard trigger (Citus names it
+ * zz_fencing_guard_<shardid>) and the fence and key columns, for the same
+ * rules as any protected table's.  False for Citus' own connections: what
+ * they run was checked on the coordinator.  The cheap questions first, and
+ * no lock: the DDL guard asks at ddl_command_start too.  Settings it
+ * cannot read leave the columns unguarded and the triggers guarded.
  */
-static Relation
-OpenGuardedShard(RangeVar *rv, bool trigger_privilege, Oid *shell, Trigger **guard)
+bool
+FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
+							char **fence_column, int *nkeys, char ***key_columns)
 {
-	Oid			relid;
-	Relation	rel;
+	Trigger		t;
+	CitusGuardArgs args;
+	int			i;
 
-	if (rv == NULL)
-		return NULL;
-	relid = RangeVarGetRelid(rv, NoLock, true);
-	if (!OidIsValid(relid) || get_rel_relkind(relid) == '\0')
-		return NULL;
-	if (!FencingOwnsRelation(relid, GetUserId()) &&
-		!(trigger_privilege &&
-		  pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) == ACLCHECK_OK))
-		return NULL;
-	LockRelationOid(relid, ShareRowExclusiveLock);
-	rel = relation_open(relid, NoLock);
-	*shell = GuardedShard(rel, guard);
+	if (ShardIdInName(relid) == 0 || !CitusPresent() || CitusInternalBackend())
+		return false;
+	if (!CatalogCitusGuardTrigger(relid, &t))
+		return false;
+	*shell = CitusShardOf(relid);
 	if (!OidIsValid(*shell))
+		return false;
+	*guard_name = t.tgname;
+	*fence_column = NULL;
+	*nkeys = -1;
+	*key_columns = NULL;
+	if (ParseGuardArgs(&t, &args))
 	{
-		relation_close(rel, NoLock);
-		return NULL;
-	}
-	return rel;
-}
-
-/* ALTER TABLE on a shard: trigger modes and the fence column. */
-static void
-CheckShardAlterTable(AlterTableStmt *stmt)
-{
-	ListCell   *lc;
-	Relation	rel = NULL;
-	Oid			shell;
-	Trigger    *guard;
-	bool		any = false;
-
-	foreach(lc, stmt->cmds)
-	{
-		switch (lfirst_node(AlterTableCmd, lc)->subtype)
+		*fence_column = args.fence_column;
+		if (args.nkeys > 0)
 		{
-			case AT_DropColumn:
-			case AT_AlterColumnType:
-			case AT_EnableTrig:
-			case AT_EnableAlwaysTrig:
-			case AT_EnableReplicaTrig:
-			case AT_DisableTrig:
-			case AT_EnableTrigAll:
-			case AT_DisableTrigAll:
-			case AT_EnableTrigUser:
-			case AT_DisableTrigUser:
-				any = true;
-				break;
-			default:
-				break;
+			*nkeys = args.nkeys;
+			*key_columns = palloc(sizeof(char *) * args.nkeys);
+			for (i = 0; i < args.nkeys; i++)
+				(*key_columns)[i] = args.keys[i];
 		}
 	}
-	if (!any || (rel = OpenGuardedShard(stmt->relation, false, &shell, &guard)) == NULL)
-		return;
-
-	foreach(lc, stmt->cmds)
-	{
-		AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
-
-		switch (cmd->subtype)
-		{
-			case AT_DropColumn:
-				CheckShardColumn(rel, shell, guard, cmd->name, "drop");
-				break;
-			case AT_AlterColumnType:
-				CheckShardColumn(rel, shell, guard, cmd->name, "alter type of");
-				break;
-			case AT_DisableTrig:
-				CheckShardTrigger(rel, shell, cmd->name, "disable");
-				break;
-			case AT_EnableTrig:
-			case AT_EnableReplicaTrig:
-				CheckShardTrigger(rel, shell, cmd->name, "change the firing mode of");
-				break;
-			case AT_DisableTrigAll:
-			case AT_DisableTrigUser:
-				ReportShardGuardAltered(rel, shell,
-										psprintf("cannot disable trigger \"%s\"", guard->tgname),
-										"DISABLE TRIGGER ALL or USER would disable its fencing triggers.",
-										InvalidAttrNumber);
-				break;
-			case AT_EnableTrigAll:
-			case AT_EnableTrigUser:
-				ReportShardGuardAltered(rel, shell,
-										psprintf("cannot change the firing mode of trigger \"%s\"", guard->tgname),
-										"ENABLE TRIGGER ALL or USER would turn its fencing triggers from ALWAYS to ORIGIN.",
-										InvalidAttrNumber);
-				break;
-			default:
-				break;
-		}
-	}
-	relation_close(rel, NoLock);
+	return true;
 }
 
 /* The relation of a trigger's object name ([schema,] table, trigger). */
@@ -869,118 +1242,6 @@ TriggerRelation(List *object)
 		return NULL;
 	return makeRangeVarFromNameList(list_truncate(list_copy(object),
 												  list_length(object) - 1));
-}
-
-/*
- * fencing.ddl_guard_start() on a node with Citus: refuse (SF005) DDL that
- * would lower the guard of a shard.  Citus' own connections are let
- * through: what they run was checked on the coordinator.
- */
-void
-FencingCitusDdlGuardStart(Node *parsetree)
-{
-	Relation	rel;
-	Oid			shell;
-	Trigger    *guard;
-
-	switch (nodeTag(parsetree))
-	{
-		case T_AlterTableStmt:
-		case T_DropStmt:
-		case T_RenameStmt:
-		case T_CreateTrigStmt:
-		case T_AlterObjectDependsStmt:
-			break;
-		default:
-			return;
-	}
-	if (!CitusPresent() || CitusInternalBackend())
-		return;
-
-	switch (nodeTag(parsetree))
-	{
-		case T_AlterTableStmt:
-			CheckShardAlterTable((AlterTableStmt *) parsetree);
-			break;
-		case T_DropStmt:
-			{
-				DropStmt   *stmt = (DropStmt *) parsetree;
-				ListCell   *lc;
-
-				if (stmt->removeType != OBJECT_TRIGGER)
-					break;
-				foreach(lc, stmt->objects)
-				{
-					List	   *object = lfirst(lc);
-
-					rel = OpenGuardedShard(TriggerRelation(object), false, &shell, &guard);
-					if (rel == NULL)
-						continue;
-					CheckShardTrigger(rel, shell, strVal(llast(object)), "drop");
-					relation_close(rel, NoLock);
-				}
-				break;
-			}
-		case T_RenameStmt:
-			{
-				RenameStmt *stmt = (RenameStmt *) parsetree;
-
-				if (stmt->renameType != OBJECT_TRIGGER && stmt->renameType != OBJECT_COLUMN)
-					break;
-				rel = OpenGuardedShard(stmt->relation, false, &shell, &guard);
-				if (rel == NULL)
-					break;
-				if (stmt->renameType == OBJECT_COLUMN)
-					CheckShardColumn(rel, shell, guard, stmt->subname, "rename");
-				else
-				{
-					CheckShardTrigger(rel, shell, stmt->subname, "rename");
-					if (strcmp(stmt->newname, guard->tgname) > 0)
-						ReportShardGuardAltered(rel, shell,
-												psprintf("cannot rename a trigger to \"%s\"", stmt->newname),
-												psprintf("a BEFORE ROW trigger named after \"%s\" would fire after the guard.",
-														 guard->tgname),
-												InvalidAttrNumber);
-				}
-				relation_close(rel, NoLock);
-				break;
-			}
-		case T_CreateTrigStmt:
-			{
-				CreateTrigStmt *stmt = (CreateTrigStmt *) parsetree;
-
-				rel = OpenGuardedShard(stmt->relation, true, &shell, &guard);
-				if (rel == NULL)
-					break;
-				if (stmt->replace)
-					CheckShardTrigger(rel, shell, stmt->trigname, "replace");
-				if (stmt->row && stmt->timing == TRIGGER_TYPE_BEFORE &&
-					strcmp(stmt->trigname, guard->tgname) > 0)
-					ReportShardGuardAltered(rel, shell,
-											psprintf("cannot create trigger \"%s\"", stmt->trigname),
-											psprintf("a BEFORE ROW trigger named after \"%s\" would fire after the guard and could change a row it checked.",
-													 guard->tgname),
-											InvalidAttrNumber);
-				relation_close(rel, NoLock);
-				break;
-			}
-		case T_AlterObjectDependsStmt:
-			{
-				AlterObjectDependsStmt *stmt = (AlterObjectDependsStmt *) parsetree;
-
-				if (stmt->objectType != OBJECT_TRIGGER)
-					break;
-				rel = OpenGuardedShard(stmt->relation, false, &shell, &guard);
-				if (rel == NULL)
-					break;
-				CheckShardTrigger(rel, shell, strVal(llast(castNode(List, stmt->object))),
-								  "change the dependencies of");
-				relation_close(rel, NoLock);
-				break;
-			}
-		default:
-			break;
-	}
 }
 
 /* Does relid have a trigger calling fencing.guard_truncate()? */
@@ -1010,14 +1271,21 @@ RunSql(const char *sql)
 			 SPI_result_code_string(rc));
 }
 
-/* The owner of relation relid. */
+/*
+ * The owner of relation relid, from the catalog cache (no lock needed:
+ * PostgreSQL 16 and later assert that a relation opened with NoLock is
+ * locked already).  InvalidOid when there is no such relation.
+ */
 static Oid
 RelOwner(Oid relid)
 {
-	Relation	rel = relation_open(relid, NoLock);
-	Oid			owner = rel->rd_rel->relowner;
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
 
-	relation_close(rel, NoLock);
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
 	return owner;
 }
 

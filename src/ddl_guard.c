@@ -105,6 +105,9 @@ typedef struct Protection
 	char	   *fence_column;
 	int			nkeys;			/* -1: row scope */
 	char	  **key_columns;
+	/* citus: a shard on a worker, protected through its distributed table */
+	Oid			shell;			/* that table, or InvalidOid */
+	char	   *guard_name;		/* its guard trigger (FENCING_GUARD_TRIGGER) */
 } Protection;
 
 /* The shape of the two guard triggers (pg_trigger.tgtype) */
@@ -162,9 +165,22 @@ ProtectionOf(Oid relid)
 	Oid			through = FencingProtectedBy(relid);
 	Protection *p;
 
-	if (!OidIsValid(through))
-		return NULL;
 	p = palloc0(sizeof(Protection));
+	p->guard_name = FENCING_GUARD_TRIGGER;
+	if (!OidIsValid(through))
+	{
+		/*
+		 * citus: a shard of a protected distributed table, on a worker
+		 * (fencing.protected is the coordinator's): the same rules, with
+		 * the shard's settings and guard name from its guard trigger
+		 */
+		p->relid = relid;
+		if (FencingCitusShardProtection(relid, &p->shell, &p->guard_name,
+										&p->fence_column, &p->nkeys,
+										&p->key_columns))
+			return p;
+		return NULL;
+	}
 	p->relid = through;
 	if (!FencingProtectionColumns(through, &p->fence_column, &p->nkeys,
 								  &p->key_columns))
@@ -198,9 +214,33 @@ IsGuardName(const char *name)
 }
 
 /*
+ * Could name be a guard trigger's on some table?  A Citus shard's guard is
+ * named FENCING_GUARD_TRIGGER "_<shardid>": the question before the
+ * protection is known; IsGuardNameOf() answers it after.
+ */
+static bool
+MayBeGuardName(const char *name)
+{
+	return IsGuardName(name) ||
+		(name != NULL &&
+		 strncmp(name, FENCING_GUARD_TRIGGER "_", strlen(FENCING_GUARD_TRIGGER) + 1) == 0);
+}
+
+/* Is name one of the guard triggers' names on the tables that p protects? */
+static bool
+IsGuardNameOf(Protection *p, const char *name)
+{
+	return name != NULL &&
+		(strcmp(name, p->guard_name) == 0 ||
+		 strcmp(name, FENCING_TRUNCATE_TRIGGER) == 0);
+}
+
+/*
  * Would a BEFORE ROW trigger of this name fire after the guard?  They fire
  * in the order of their names, compared byte by byte (the "C" order of
  * the name type): "zz_fencing_guard_x", "é" and "zzz" all come after it.
+ * (Whatever fires after a shard's guard, zz_fencing_guard_<shardid>, fires
+ * after this name too: the question before the protection is known.)
  */
 static bool
 FiresAfterGuard(const char *name)
@@ -208,10 +248,20 @@ FiresAfterGuard(const char *name)
 	return name != NULL && strcmp(name, FENCING_GUARD_TRIGGER) > 0;
 }
 
+/* The same, for the guard of the tables that p protects. */
+static bool
+FiresAfterGuardOf(Protection *p, const char *name)
+{
+	return name != NULL && strcmp(name, p->guard_name) > 0;
+}
+
 /* The hint naming the table to unprotect. */
 static char *
 UnprotectHint(Protection *p)
 {
+	if (OidIsValid(p->shell))
+		return psprintf("Call fencing.unprotect('%s') on the coordinator first.",
+						QualifiedName(p->shell));
 	return psprintf("Call fencing.unprotect('%s') first.", QualifiedName(p->relid));
 }
 
@@ -219,6 +269,8 @@ UnprotectHint(Protection *p)
 static char *
 Through(Oid relid, Protection *p)
 {
+	if (OidIsValid(p->shell))
+		return psprintf(" (a shard of distributed table \"%s\")", RelName(p->shell));
 	if (p->relid == relid)
 		return "";
 	if (FencingProtectedBy(relid) != p->relid)
@@ -272,7 +324,7 @@ CheckKeyOrFence(Oid relid, Protection *p, const char *colname, const char *verb)
 static void
 CheckGuardTriggerDdl(Oid relid, Protection *p, const char *trigname, const char *verb)
 {
-	if (!IsGuardName(trigname))
+	if (!IsGuardNameOf(p, trigname))
 		return;
 	ReportGuardAltered(relid, p,
 					   psprintf("cannot %s trigger \"%s\"", verb, trigname),
@@ -289,11 +341,13 @@ ReportLateTrigger(Oid relid, Protection *p, const char *trigname)
 			 errmsg("trigger \"%s\" would fire after the fencing guard of protected table \"%s\"",
 					trigname, RelName(relid)),
 			 errdetail("BEFORE ROW triggers fire in the byte order of their names; one named after \"%s\" could change a row after the guard checked it, for example lower its fence.%s",
-					   FENCING_GUARD_TRIGGER,
-					   p->relid != relid ?
+					   p->guard_name,
+					   p->relid != relid || OidIsValid(p->shell) ?
 					   psprintf(" Table \"%s\"%s.", RelName(relid), Through(relid, p)) : ""),
-			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s') first.",
-					 FENCING_GUARD_TRIGGER, QualifiedName(p->relid))));
+			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s')%s first.",
+					 p->guard_name,
+					 QualifiedName(OidIsValid(p->shell) ? p->shell : p->relid),
+					 OidIsValid(p->shell) ? " on the coordinator" : "")));
 }
 
 /*
@@ -375,6 +429,7 @@ HasGuardShape(Form_pg_trigger trig, HeapTuple tup)
 /* What CheckTriggerState found. */
 typedef struct TriggerState
 {
+	Protection *p;
 	char	   *late;			/* a BEFORE ROW trigger firing after the guard */
 	char	   *misshapen;		/* a guard-named trigger that is not the guard */
 } TriggerState;
@@ -385,7 +440,8 @@ VisitTriggerState(Form_pg_trigger trig, HeapTuple tup, void *arg)
 	TriggerState *st = (TriggerState *) arg;
 	const char *name = NameStr(trig->tgname);
 
-	if (IsGuardName(name))
+	/* (a shard's guard carries its settings in arguments: citus.c) */
+	if (IsGuardName(name) && !OidIsValid(st->p->shell))
 	{
 		if (st->misshapen == NULL && !HasGuardShape(trig, tup))
 			st->misshapen = pstrdup(name);
@@ -393,7 +449,7 @@ VisitTriggerState(Form_pg_trigger trig, HeapTuple tup, void *arg)
 	}
 	/* a guard itself may come later (Citus names a shard's guard_<shard>) */
 	if (st->late == NULL && TRIGGER_FOR_ROW(trig->tgtype) &&
-		TRIGGER_FOR_BEFORE(trig->tgtype) && FiresAfterGuard(name) &&
+		TRIGGER_FOR_BEFORE(trig->tgtype) && FiresAfterGuardOf(st->p, name) &&
 		!IsFencingCFunction(trig->tgfoid, "fencing_guard"))
 		st->late = pstrdup(name);
 }
@@ -408,7 +464,7 @@ VisitTriggerState(Form_pg_trigger trig, HeapTuple tup, void *arg)
 static void
 CheckTriggerState(Oid relid, Protection *p)
 {
-	TriggerState st = {NULL, NULL};
+	TriggerState st = {p, NULL, NULL};
 
 	ForEachTrigger(relid, VisitTriggerState, &st);
 	if (st.late != NULL)
@@ -597,7 +653,7 @@ CheckSubcommand(AlterTableCmd *cmd, Oid member, Protection *p)
 		case AT_DisableTrigAll:
 		case AT_DisableTrigUser:
 			ReportGuardAltered(member, p,
-							   psprintf("cannot disable trigger \"%s\"", FENCING_GUARD_TRIGGER),
+							   psprintf("cannot disable trigger \"%s\"", p->guard_name),
 							   NULL,
 							   cmd->subtype == AT_DisableTrigAll ?
 							   "DISABLE TRIGGER ALL would disable its fencing triggers." :
@@ -607,7 +663,7 @@ CheckSubcommand(AlterTableCmd *cmd, Oid member, Protection *p)
 		case AT_EnableTrigUser:
 			ReportGuardAltered(member, p,
 							   psprintf("cannot change the firing mode of trigger \"%s\"",
-										FENCING_GUARD_TRIGGER),
+										p->guard_name),
 							   NULL,
 							   "ENABLE TRIGGER ALL and ENABLE TRIGGER USER would turn its fencing triggers from ALWAYS to ORIGIN, skipped by sessions with session_replication_role = replica.");
 			break;
@@ -1070,9 +1126,9 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 				}
 				break;
 			case AT_AddInherit:
-				/* relid the child, other the parent */
+				/* relid the child, other the parent (citus: not a shard) */
 				p = ProtectionOf(other);
-				if (p == NULL)
+				if (p == NULL || OidIsValid(p->shell))
 					break;
 				CheckNewMembers(relid, p);
 				if (phase == PHASE_END)
@@ -1100,7 +1156,7 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 				break;
 			case AT_DropInherit:
 				p = ProtectionOf(other);
-				if (p == NULL)
+				if (p == NULL || OidIsValid(p->shell))
 					break;
 				if (phase == PHASE_END && !OidIsValid(FencingProtectedBy(relid)))
 					ProtectDetached(relid, p);
@@ -1149,7 +1205,7 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 	late = stmt->row && stmt->timing == TRIGGER_TYPE_BEFORE &&
 		FiresAfterGuard(stmt->trigname) && !IsGuardName(stmt->trigname);
 	/* any other trigger cannot get past the guard: nothing to look at */
-	if (!late && !IsGuardName(stmt->trigname))
+	if (!late && !MayBeGuardName(stmt->trigname))
 		return;
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid))
@@ -1166,9 +1222,11 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 
 		if (p == NULL)
 			continue;
-		if (stmt->replace && IsGuardName(stmt->trigname))
+		if (stmt->replace && IsGuardNameOf(p, stmt->trigname))
 			CheckGuardTriggerDdl(member, p, stmt->trigname, "replace");
-		if (IsGuardName(stmt->trigname) && !StmtHasGuardShape(stmt))
+		/* (a shard's guard carries its settings in arguments: citus.c) */
+		if (IsGuardName(stmt->trigname) && !OidIsValid(p->shell) &&
+			!StmtHasGuardShape(stmt))
 			ReportGuardAltered(member, p,
 							   psprintf("trigger \"%s\" would not be the fencing guard", stmt->trigname),
 							   NULL,
@@ -1176,7 +1234,8 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 										stmt->trigname,
 										strcmp(stmt->trigname, FENCING_GUARD_TRIGGER) == 0 ?
 										"guard" : "guard_truncate"));
-		if (late)
+		if (late && FiresAfterGuardOf(p, stmt->trigname) &&
+			!IsGuardNameOf(p, stmt->trigname))
 			ReportLateTrigger(member, p, stmt->trigname);
 		if (phase == PHASE_END)
 			CheckTriggerState(member, p);
@@ -1212,8 +1271,8 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 
 	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER)
 		return;
-	if (stmt->renameType == OBJECT_TRIGGER && !IsGuardName(stmt->subname) &&
-		!IsGuardName(stmt->newname) && !FiresAfterGuard(stmt->newname))
+	if (stmt->renameType == OBJECT_TRIGGER && !MayBeGuardName(stmt->subname) &&
+		!MayBeGuardName(stmt->newname) && !FiresAfterGuard(stmt->newname))
 		return;
 	if (stmt->relation == NULL)
 		return;
@@ -1235,9 +1294,9 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 			if (p == NULL)
 				continue;
 			CheckGuardTriggerDdl(member, p, stmt->subname, "rename");
-			if (IsGuardName(stmt->newname))
+			if (IsGuardNameOf(p, stmt->newname))
 				CheckGuardTriggerDdl(member, p, stmt->newname, "rename a trigger to");
-			if (FiresAfterGuard(stmt->newname) &&
+			if (FiresAfterGuardOf(p, stmt->newname) &&
 				IsBeforeRowTrigger(member, phase == PHASE_START ?
 								   stmt->subname : stmt->newname))
 				ReportLateTrigger(member, p, stmt->newname);
@@ -1267,7 +1326,7 @@ TriggerTarget(List *object, char **trigname)
 	List	   *relname;
 
 	*trigname = strVal(llast(object));
-	if (!IsGuardName(*trigname) || list_length(object) < 2)
+	if (!MayBeGuardName(*trigname) || list_length(object) < 2)
 		return InvalidOid;
 	relname = list_truncate(list_copy(object), list_length(object) - 1);
 	return RangeVarGetRelid(makeRangeVarFromNameList(relname), NoLock, true);
@@ -1306,7 +1365,7 @@ CheckTriggerDepends(AlterObjectDependsStmt *stmt)
 	if (stmt->objectType != OBJECT_TRIGGER || stmt->relation == NULL)
 		return;
 	trigname = strVal(llast(castNode(List, stmt->object)));
-	if (!IsGuardName(trigname))
+	if (!MayBeGuardName(trigname))
 		return;
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid) || !FencingOwnsRelation(relid, GetUserId()))
@@ -1334,7 +1393,8 @@ CheckCreateTable(CreateStmt *stmt)
 		Oid			parent = RangeVarGetRelid(lfirst_node(RangeVar, lc), NoLock, true);
 		Protection *pp = OidIsValid(parent) ? ProtectionOf(parent) : NULL;
 
-		if (pp == NULL)
+		/* citus: Citus makes a shard's partitions (citus_ddl_end) */
+		if (pp == NULL || OidIsValid(pp->shell))
 			continue;
 		if (p != NULL && p->relid != pp->relid)
 			ereport(ERROR,
@@ -1438,7 +1498,6 @@ fencing_ddl_guard_start(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	trigdata = (EventTriggerData *) fcinfo->context;
 	parsetree = trigdata->parsetree;
-	FencingCitusDdlGuardStart(parsetree);	/* citus: shards (citus.c) */
 
 	/* 1.0's ddl_command_end fired for ALTER TABLE: ask only for the others */
 	switch (nodeTag(parsetree))
@@ -1710,7 +1769,7 @@ fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
 			Oid			relid;
 			Protection *p;
 
-			if (list_length(obj->names) < 3 || !IsGuardName(llast(obj->names)))
+			if (list_length(obj->names) < 3 || !MayBeGuardName(llast(obj->names)))
 				continue;
 			relid = RelationOfNames(obj->names);
 			if (!OidIsValid(relid) || list_member_oid(dropped_rels, relid))

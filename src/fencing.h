@@ -130,6 +130,9 @@ typedef struct GuardConfig
 	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
 	Oid			table_owner;	/* owner of protected_relid, for the lease */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
+	bool		scope_moves_with_rel;	/* citus: the scope's storage shard is
+										 * moved with this shard, by a logical
+										 * replication of its own */
 } GuardConfig;
 
 extern GuardConfig *GetGuardConfig(Relation rel);
@@ -151,6 +154,8 @@ extern void ScopesInit(void);
 #define FENCING_SCOPE_NAME_MAXLEN	255 /* bytes */
 extern bool ScopeStorageLayout(void);
 extern ScopeStorage *ScopeStorageOpen(const char *scope_name, MemoryContext cxt);
+extern ScopeStorage *ScopeStorageOpenRelation(Oid storage, const char *scope_name,
+											  bool table_scope, MemoryContext cxt);
 extern Oid	ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 							const AttrNumber *key_attnums, const char *const *key_names);
 extern void CheckScopeName(const char *scope_name);
@@ -192,7 +197,13 @@ extern int	FencingCitusBeginTriggerDdl(Oid relid);
 extern void FencingCitusEndTriggerDdl(int level);
 extern void FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg,
 										 MemoryContext cxt);
-extern void FencingCitusDdlGuardStart(Node *parsetree);
+extern bool FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
+										char **fence_column, int *nkeys,
+										char ***key_columns);
+extern void FencingCitusPrepareStorage(Relation rel, Oid storage);
+extern bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
+								  int nkeys, Datum *keynames, Oid source_relid);
+extern void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);
 
 /* stats.c: counters in shared memory, present only with the preload */
 typedef enum FencingTableCounter

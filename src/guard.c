@@ -399,6 +399,15 @@ FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
 	if (!have_token)
 		return;
 
+	/*
+	 * citus: a shard transfer replicates the co-located storage shard by a
+	 * stream of its own (one per table owner), in no set order with this
+	 * one: the fences arrive with it, and writing them here could make its
+	 * replay fail on the unique index.
+	 */
+	if (cfg->scope_moves_with_rel)
+		return;
+
 	if (cfg->legacy_scopes && !LegacyScopesStillHere())
 		cfg = GetGuardConfig(rel);
 	if (cfg->legacy_scopes)

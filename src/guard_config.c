@@ -190,6 +190,8 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 			ReportBrokenGuard(rel, psprintf("Its fence scope \"%s\" has no storage.",
 											cfg->scope_name));
 		CheckKeysMatchScope(rel, cfg);
+		/* citus: a distributed storage is written on its shards only */
+		FencingCitusCheckLocalStorage(rel, cfg->scope);
 	}
 	else if (cfg->nkeys >= 0)
 	{
@@ -236,7 +238,12 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
 	SPI_finish();
 	/* citus: a shard of a distributed table, by its trigger's settings */
 	if (!cfg->protected)
+	{
 		FencingCitusShardGuardConfig(rel, cfg, entry->cxt);
+		/* in key scope, its co-located storage shard */
+		if (cfg->protected && cfg->scope != NULL)
+			CheckKeysMatchScope(rel, cfg);
+	}
 
 	if (cfg->protected)
 		cfg->stats = FencingStatsGetEntry(cfg->protected_relid);

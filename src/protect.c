@@ -349,7 +349,13 @@ fencing_protect(PG_FUNCTION_ARGS)
 
 	/* key and table scope: the scope's storage, the caller's to use */
 	if (nkeys >= 0)
-		(void) ScopeStorageFor(scope_name, rel, nkeys, key_attnums, key_names);
+	{
+		Oid			storage = ScopeStorageFor(scope_name, rel, nkeys, key_attnums,
+											  key_names);
+
+		/* citus: distributed co-located with a distributed table (citus.c) */
+		FencingCitusPrepareStorage(rel, storage);
+	}
 
 	/*
 	 * The triggers, as the caller, who owns the table.  Our own reference to

@@ -227,23 +227,38 @@ ScopeStorage *
 ScopeStorageOpen(const char *scope_name, MemoryContext cxt)
 {
 	ScopeRegistryEntry entry;
+
+	if (!ReadRegistry(scope_name, false, &entry))
+		return NULL;
+	return ScopeStorageOpenRelation(entry.storage, scope_name,
+									entry.table_scope, cxt);
+}
+
+/*
+ * The same for a storage table named by the caller rather than by the
+ * registry: on a Citus worker, the shard of a distributed scope storage
+ * that is co-located with the shard being written (citus.c); the registry
+ * lives on the coordinator.  NULL when the table cannot be opened.
+ */
+ScopeStorage *
+ScopeStorageOpenRelation(Oid storage, const char *scope_name, bool table_scope,
+						 MemoryContext cxt)
+{
 	ScopeStorage *scope;
 	Relation	rel;
 	Relation	idx;
 	MemoryContext oldcxt;
 	int			i;
 
-	if (!ReadRegistry(scope_name, false, &entry))
-		return NULL;
-	rel = try_table_open(entry.storage, AccessShareLock);
+	rel = try_table_open(storage, AccessShareLock);
 	if (rel == NULL)
 		return NULL;
 
 	oldcxt = MemoryContextSwitchTo(cxt);
 	scope = palloc0(sizeof(ScopeStorage));
 	scope->scope_name = pstrdup(scope_name);
-	scope->relid = entry.storage;
-	scope->table_scope = entry.table_scope;
+	scope->relid = storage;
+	scope->table_scope = table_scope;
 	scope->indexid = StorageIndex(rel);
 	scope->nkeys = RelationGetDescr(rel)->natts - 1;
 	if (!OidIsValid(scope->indexid) || scope->nkeys < 1)
@@ -639,6 +654,13 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	scope_name = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
 	deconstruct_array(DatumGetArrayTypeP(keys), NAMEOID, NAMEDATALEN, false,
 					  TYPALIGN_CHAR, &keynames, NULL, &nkeys);
+
+	/* citus: a distributed storage is seeded on its shards (citus.c) */
+	if (FencingCitusSeedScope(scope_name, fence_column, nkeys, keynames, source_relid))
+	{
+		SPI_finish();
+		return;
+	}
 
 	scope = ScopeStorageOpen(scope_name, CurrentMemoryContext);
 	if (scope == NULL)

@@ -283,13 +283,15 @@ for ddl in "ALTER TABLE $sh7 DISABLE TRIGGER $sg" \
     "CREATE TRIGGER zzz_late BEFORE UPDATE ON $sh7 FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()" \
     "ALTER TABLE $sh7 DROP COLUMN fence" \
     "ALTER TABLE $sh7 ALTER COLUMN fence TYPE text" \
-    "ALTER TABLE $sh7 RENAME COLUMN fence TO f2"; do
+    "ALTER TABLE $sh7 RENAME COLUMN fence TO f2" \
+    "ALTER TABLE $sh7 ALTER COLUMN fence SET DEFAULT '99:0'" \
+    "ALTER TABLE $sh7 ALTER COLUMN balance TYPE bigint USING balance * 2"; do
     out=$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "$ddl")
     like "$out" 'ERROR:  SF005:' "SF005 on shard $sh7 on its worker: ${ddl:0:90}"
 done
 # run_command_on_placements() reaches the shards through Citus' connections
 # too, but as a user's command: checked on every worker
-out=$(q coord "SELECT count(*) FILTER (WHERE NOT success), count(*) FILTER (WHERE result LIKE '%cannot disable trigger%of protected shard%')
+out=$(q coord "SELECT count(*) FILTER (WHERE NOT success), count(*) FILTER (WHERE result LIKE '%cannot disable trigger%of protected table%')
                FROM run_command_on_placements('accounts', 'ALTER TABLE %s DISABLE TRIGGER ALL')")
 is "$out" "4|4" "run_command_on_placements() disabling the guard: refused on every shard"
 like "$(qerr "$n7" "SET citus.enable_manual_changes_to_shards = on" "ALTER TABLE $sh7 DISABLE TRIGGER $sg")" \
@@ -341,6 +343,226 @@ is "$(guard_census events_mar)" "4 4 4" "... its shards get both guards"
 out=$(qerr coord "UPDATE events SET v = 1, fence = '4:0' WHERE id = 4")
 like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "events_mar_[0-9]+"' "partitioned: a stale write to the attached partition is refused"
 is "$(q coord "SELECT count(*) FROM events")" "4" "partitioned: 4 rows"
+
+# --- key scope: a ledger of accounts, its fences in storage co-located with
+# its shards.  The ledger belongs to a role of its own (as an application's
+# would), so that Citus moves it and the extension owner's storage by two
+# logical replication streams.
+q coord "CREATE ROLE app LOGIN" "GRANT CREATE ON SCHEMA public TO app" >/dev/null
+# psql on a node as the application's role
+qa() { local node=$1; shift; q "$node" "SET ROLE app" "$@"; }
+qaerr() { local node=$1; shift; qerr "$node" "SET ROLE app" "$@"; }
+# a stale write in key scope, relayed from a worker
+stale_key() {
+    local got=$1 key=$2 name=$3
+    like "$got" 'ERROR:  SF001: stale fence token' "$name: SF001"
+    like "$got" "DETAIL:  The scope \"public.ledger\" key \\[\"$key\"\\] has already accepted fence token" "$name: the DETAIL names the scope and key"
+    like "$got" 'HINT:  The lock that issued token .* was lost' "$name: its HINT"
+}
+qa coord "SET citus.shard_count = 4" \
+    "CREATE TABLE ledger (acct bigint NOT NULL, id bigint NOT NULL, book text NOT NULL DEFAULT 'main',
+                          amount int NOT NULL DEFAULT 0, fence fencing.fence, PRIMARY KEY (acct, id))" \
+    "SELECT create_distributed_table('ledger', 'acct', colocate_with => 'none')" \
+    "INSERT INTO ledger (acct, id, fence) SELECT g % 20, g, ('1:' || g)::fencing.fence FROM generate_series(1, 60) g" >/dev/null
+out=$(qa coord "SELECT fencing.protect('ledger', key_columns => '{book,acct}')" 2>&1)
+is "$out" "" "key scope (book, acct) on a distributed table, protect() by its owner"
+storage=$(q coord "SELECT storage FROM fencing.scope_storage WHERE scope_name = 'public.ledger'")
+is "$(q coord "SELECT s.colocationid = l.colocationid, column_to_column_name(s.logicalrelid, s.partkey)
+               FROM pg_dist_partition s, pg_dist_partition l
+               WHERE s.logicalrelid = '$storage'::regclass AND l.logicalrelid = 'ledger'::regclass")" "t|key_2" \
+    "its storage $storage is distributed co-located with the ledger, by key_2 (acct)"
+is "$(q coord "SELECT count(*), count(*) FILTER (WHERE result = 'f') FROM run_command_on_placements('$storage',
+               \$\$SELECT relreplident FROM pg_class WHERE oid = '%s'::regclass\$\$)")" "4|4" \
+    "... 4 storage shards, each REPLICA IDENTITY FULL (logical replication moves them)"
+is "$(q coord "SELECT count(*), fencing.max(fence) FILTER (WHERE key = fencing.scope_key('main', '7')) FROM fencing.scopes WHERE scope_name = 'public.ledger'")" \
+    "20|1:47" "protect() seeded the 20 keys from the rows on the shards, each with its highest fence"
+is "$(guard_census ledger)" "4 4 4" "every ledger shard has both guards"
+like "$(q coord "SELECT string_agg(DISTINCT encode(tgargs, 'escape'), ' ') FROM pg_trigger WHERE tgrelid = 'ledger'::regclass AND tgname = 'zz_fencing_guard'")" \
+    'key=book.*key=acct.*scope=public\.ledger.*storage=scope_' "the guard carries its key columns, scope and storage to every shard"
+
+# routed INSERT: a new row of a key already fenced
+out=$(qaerr coord "INSERT INTO ledger (acct, id, amount, fence) VALUES (7, 1001, 5, '1:46')")
+stale_key "$out" 'main","7' "key scope: routed INSERT with a token older than the key's fence"
+out=$(qa coord "INSERT INTO ledger (acct, id, amount, fence) VALUES (7, 1001, 5, '2:0')" 2>&1)
+is "$out" "" "key scope: routed INSERT with a fresh token is accepted"
+is "$(q coord "SELECT count(*) FROM ledger WHERE acct = 7")" "4" "... account 7 has 4 rows"
+# routed UPDATE of another row of the same key: the key's fence, not the row's
+out=$(qaerr coord "UPDATE ledger SET amount = 99, fence = '1:99' WHERE acct = 7 AND id = 7")
+stale_key "$out" 'main","7' "key scope: routed UPDATE of a row whose own fence is older than the token, the key's newer"
+out=$(qa coord "UPDATE ledger SET amount = 9, fence = '2:1' WHERE acct = 7 AND id = 7" 2>&1)
+is "$out" "" "key scope: routed UPDATE with a fresh token is accepted"
+# routed DELETE, the token in SET LOCAL
+out=$(qaerr coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '2:0'" "DELETE FROM ledger WHERE acct = 7 AND id = 27" "COMMIT")
+stale_key "$out" 'main","7' "key scope: routed DELETE with a stale SET LOCAL fencing.token"
+out=$(qa coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '2:2'" "DELETE FROM ledger WHERE acct = 7 AND id = 27" "COMMIT" 2>&1)
+is "$out" "" "key scope: routed DELETE with a fresh token is accepted"
+is "$(q coord "SELECT count(*), sum(amount) FROM ledger WHERE acct = 7")" "3|14" "... account 7: 3 rows, only the accepted writes"
+is "$(q coord "SELECT fence FROM fencing.scopes WHERE scope_name = 'public.ledger' AND key = fencing.scope_key('main', '7')")" \
+    "2:2" "... its fence is the last accepted token, on the worker's storage shard"
+
+# the first write of a new key, and a stale one after it
+out=$(qa coord "INSERT INTO ledger (acct, id, book, fence) VALUES (100, 1, 'new', '7:0')" 2>&1)
+is "$out" "" "key scope: the first write of a new key is accepted"
+out=$(qaerr coord "INSERT INTO ledger (acct, id, book, fence) VALUES (100, 2, 'new', '6:0')")
+stale_key "$out" 'new","100' "key scope: a second write of the new key with an older token"
+is "$(q coord "SELECT count(*) FROM ledger WHERE acct = 100")" "1" "... one row for the new key"
+
+# multi-shard UPDATE: one key whose fence is newer refuses the whole statement
+qa coord "UPDATE ledger SET fence = '30:0' WHERE acct = 3 AND id = 3" >/dev/null
+out=$(qaerr coord "UPDATE ledger SET amount = amount + 1000, fence = '25:0'")
+stale_key "$out" 'main","3' "key scope: multi-shard UPDATE with a token older than one key's fence"
+is "$(q coord "SELECT count(*) FROM ledger WHERE amount >= 1000")" "0" "... no row of any shard changed"
+out=$(qa coord "UPDATE ledger SET amount = amount + 1000, fence = '31:0'" 2>&1)
+is "$out" "" "key scope: multi-shard UPDATE with a fresh token is accepted"
+is "$(q coord "SELECT count(*), count(*) FILTER (WHERE amount >= 1000 AND fence::text = '31:0') FROM ledger")" "61|61" \
+    "... on all 61 rows"
+is "$(q coord "SELECT count(*) FILTER (WHERE fence::text = '31:0'), count(*) FROM fencing.scopes WHERE scope_name = 'public.ledger'")" \
+    "21|21" "... and every key's fence, on every storage shard, is 31:0"
+
+# INSERT ... ON CONFLICT DO UPDATE
+out=$(qaerr coord "INSERT INTO ledger (acct, id, amount, fence) VALUES (5, 5, 1, '30:5') ON CONFLICT (acct, id) DO UPDATE SET amount = EXCLUDED.amount, fence = EXCLUDED.fence")
+stale_key "$out" 'main","5' "key scope: INSERT ... ON CONFLICT DO UPDATE with a stale token"
+out=$(qa coord "INSERT INTO ledger (acct, id, amount, fence) VALUES (5, 5, 1, '32:5') ON CONFLICT (acct, id) DO UPDATE SET amount = EXCLUDED.amount, fence = EXCLUDED.fence" 2>&1)
+is "$out" "" "key scope: INSERT ... ON CONFLICT DO UPDATE with a fresh token is accepted"
+is "$(q coord "SELECT amount, fence FROM ledger WHERE acct = 5 AND id = 5")" "1|32:5" "... the row took it"
+
+# COPY
+printf '9,2001,main,1,\n9,2002,main,2,\n' >"$FENCING_WORK/kcopy.csv"
+chmod a+r "$FENCING_WORK/kcopy.csv"
+out=$(qaerr coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '20:0'" \
+    "\\copy ledger (acct, id, book, amount, fence) FROM '$FENCING_WORK/kcopy.csv' WITH (FORMAT csv)" "COMMIT")
+# Citus' COPY relays the worker's message and DETAIL, not its SQLSTATE or HINT
+like "$out" 'ERROR:  (SF001|XX000): stale fence token 20:0 for table "ledger_[0-9]+"' "key scope: COPY with a stale token is refused on the worker (Citus relays it as XX000)"
+like "$out" 'DETAIL:  The scope "public.ledger" key \["main","9"\] has already accepted fence token 31:0' "... the DETAIL relayed"
+out=$(qa coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '40:0'" \
+    "\\copy ledger (acct, id, book, amount, fence) FROM '$FENCING_WORK/kcopy.csv' WITH (FORMAT csv)" "COMMIT" 2>&1)
+is "$out" "" "key scope: COPY with a fresh token is accepted"
+is "$(q coord "SELECT count(*), count(*) FILTER (WHERE fence::text = '40:0') FROM ledger WHERE acct = 9")" "5|2" \
+    "... account 9: 5 rows, the 2 copied ones with the token"
+
+# a write sent to a shard directly, on its worker
+k4=$(shard_of ledger 4)
+nk4=$(node_name_by_port "$(node_of_shard "$k4")")
+shk4=$(q coord "SELECT shard_name('ledger', $k4)")
+out=$(qaerr "$nk4" "SET citus.enable_manual_changes_to_shards = on" "INSERT INTO $shk4 (acct, id, fence) VALUES (4, 3001, '31:0')")
+stale_key "$out" 'main","4' "key scope: INSERT sent directly to shard $shk4 on its worker, equal token (strict)"
+out=$(qa "$nk4" "SET citus.enable_manual_changes_to_shards = on" "INSERT INTO $shk4 (acct, id, fence) VALUES (4, 3001, '41:0')" 2>&1)
+is "$out" "" "... fresh, accepted"
+is "$(q coord "SELECT count(*), fencing.max(fence) FROM ledger WHERE acct = 4")" "4|41:0" "... the coordinator sees it"
+# the storage shards: the extension owner's, read-only to everyone else
+sk4=$(q coord "SELECT s.shardid FROM pg_dist_shard s, pg_dist_shard l WHERE l.shardid = $k4
+               AND s.logicalrelid = '$storage'::regclass AND s.shardminvalue = l.shardminvalue")
+out=$(qaerr "$nk4" "SET citus.enable_manual_changes_to_shards = on" "UPDATE $(q coord "SELECT shard_name('$storage', $sk4)") SET fence = '0:0'")
+like "$out" 'ERROR:  42501: permission denied for table scope_' "the co-located storage shard on the worker: the application cannot lower a fence there"
+for ddl in "ALTER TABLE $shk4 RENAME COLUMN book TO b2" "ALTER TABLE $shk4 DROP COLUMN acct CASCADE" "ALTER TABLE $shk4 ALTER COLUMN book TYPE varchar(10)"; do
+    out=$(qaerr "$nk4" "SET citus.enable_manual_changes_to_shards = on" "$ddl")
+    like "$out" 'ERROR:  SF005: cannot .* column "(book|acct)" of protected table "ledger_[0-9]+"' "SF005 on shard $shk4: ${ddl:0:60}"
+    like "$out" 'DETAIL:  Table "ledger_[0-9]+" \(a shard of distributed table "ledger"\) is protected by fencing: column "(book|acct)" is a key column of its fence scope' "... the DETAIL says why"
+done
+
+# two coordinator sessions racing on one key: the first takes it in an open
+# transaction, the second blocks on it on the worker, the first commits
+race_key() {
+    # race_key TOKEN1 SQL1 TOKEN2 SQL2 WAITING: prints waited=N, both outputs
+    local t1=$1 s1=$2 t2=$3 s2=$4 waiting=$5 dir=$FENCING_WORK/race
+    rm -rf "$dir"; mkdir -p "$dir"; chown postgres: "$dir"
+    mkfifo "$dir/a.in"; chown postgres: "$dir/a.in"
+    (fencing_as_postgres psql -X -q -At -h 127.0.0.1 -p "${PORT[coord]}" -d postgres \
+        -v VERBOSITY=verbose <"$dir/a.in" >"$dir/a.out" 2>&1) &
+    local apid=$!
+    exec 7>"$dir/a.in"
+    printf "SET ROLE app;\n%s;\nBEGIN;\nSET LOCAL fencing.token = '%s';\n%s;\n\\\\! touch %s/a.locked\n" \
+        "$COORD_TOKEN" "$t1" "$s1" "$dir" >&7
+    local i
+    for i in $(seq 600); do [ -e "$dir/a.locked" ] && break; sleep 0.1; done
+    (qa coord "$COORD_TOKEN" '\set VERBOSITY verbose' "BEGIN" "SET LOCAL fencing.token = '$t2'" \
+        "$s2" "COMMIT" >"$dir/b.out" 2>&1) &
+    local bpid=$!
+    local w=0
+    for i in $(seq 600); do
+        for node in w1 w2; do
+            w=$(q $node "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '$waiting%'")
+            [ "$w" -gt 0 ] && break 2
+        done
+        sleep 0.1
+    done
+    printf 'COMMIT;\n' >&7
+    exec 7>&-
+    wait $apid $bpid
+    echo "waited=$w"
+    cat "$dir/a.out" "$dir/b.out"
+}
+out=$(race_key 50:2 "UPDATE ledger SET amount = amount + 1 WHERE acct = 11 AND id = 11" \
+               50:1 "UPDATE ledger SET amount = amount + 10 WHERE acct = 11 AND id = 31" UPDATE)
+like "$out" "waited=1" "key race: the older token's UPDATE of another row of the key waited on the worker"
+stale_key "$out" 'main","11' "key race: the newer token commits first, the blocked older one"
+is "$(q coord "SELECT fence FROM fencing.scopes WHERE scope_name = 'public.ledger' AND key = fencing.scope_key('main', '11')")|$(q coord "SELECT sum(amount) FROM ledger WHERE acct = 11")" \
+    "50:2|3001" "key race: exactly one of the two ordered tokens won: 50:2, one write"
+out=$(race_key 60:2 "INSERT INTO ledger (acct, id, book) VALUES (500, 1, 'fresh')" \
+               60:1 "INSERT INTO ledger (acct, id, book) VALUES (500, 2, 'fresh')" INSERT)
+like "$out" "waited=1" "key race on a brand-new key: the second insert waited for the first's on the worker"
+stale_key "$out" 'fresh","500' "key race on a brand-new key: newer first, the older refused"
+is "$(q coord "SELECT count(*), fencing.max(fence) FROM ledger WHERE acct = 500")|$(q coord "SELECT fence FROM fencing.scopes WHERE key = fencing.scope_key('fresh', '500')")" \
+    "1|60:2|60:2" "key race on a brand-new key: one row, one fence, 60:2"
+out=$(race_key 61:0 "INSERT INTO ledger (acct, id, book) VALUES (501, 1, 'fresh')" \
+               61:0 "INSERT INTO ledger (acct, id, book) VALUES (501, 2, 'fresh')" INSERT)
+stale_key "$out" 'fresh","501' "key race on a brand-new key, the same token in two transactions: the second refused (strict)"
+is "$(q coord "SELECT count(*) FROM ledger WHERE acct = 501")" "1" "... one row"
+
+# a second table shares the scope: co-located, the distribution column at
+# the same position of its key columns
+qa coord "CREATE TABLE ledger_lines (line bigint, book text, acct bigint, fence fencing.fence, PRIMARY KEY (acct, line))" \
+    "SELECT create_distributed_table('ledger_lines', 'acct', colocate_with => 'ledger')" >/dev/null
+out=$(qa coord "SELECT fencing.protect('ledger_lines', key_columns => '{book,acct}', scope_name => 'public.ledger')" 2>&1)
+is "$out" "" "a co-located table joins the scope"
+out=$(qaerr coord "INSERT INTO ledger_lines VALUES (1, 'main', 11, '50:1')")
+stale_key "$out" 'main","11' "shared scope: the joining table's write with a token older than the ledger's"
+out=$(qa coord "INSERT INTO ledger_lines VALUES (1, 'main', 11, '70:0')" 2>&1)
+is "$out" "" "shared scope: a fresh one is accepted"
+out=$(qaerr coord "UPDATE ledger SET amount = 0, fence = '69:0' WHERE acct = 11 AND id = 11")
+stale_key "$out" 'main","11' "shared scope: the ledger is fenced by the joining table's write"
+is "$(q coord "SELECT (SELECT count(*) FROM ledger_lines), (SELECT sum(amount) FROM ledger WHERE acct = 11)")" "1|3001" "... 1 line, the ledger unchanged"
+
+# what cannot join, each refused with 0A000 naming what works
+qa coord "CREATE TABLE other_ledger (acct bigint, book text, fence fencing.fence)" \
+    "SELECT create_distributed_table('other_ledger', 'acct', colocate_with => 'none')" \
+    "CREATE TABLE swapped (acct bigint, book text, fence fencing.fence)" \
+    "SELECT create_distributed_table('swapped', 'acct', colocate_with => 'ledger')" \
+    "CREATE TABLE single (acct bigint, book text, fence fencing.fence)" \
+    "SELECT create_distributed_table('single', NULL)" >/dev/null
+out=$(qaerr coord "SELECT fencing.protect('other_ledger', key_columns => '{book,acct}', scope_name => 'public.ledger')")
+like "$out" 'ERROR:  0A000: fencing scope "public.ledger" cannot be shared by tables' "a table not co-located with the scope's tables: 0A000"
+like "$out" "HINT:  Choose another scope_name, or distribute both tables co-located \\(create_distributed_table\\(..., colocate_with => 'public.ledger" "... the HINT names what works"
+out=$(qaerr coord "SELECT fencing.protect('swapped', key_columns => '{acct,book}', scope_name => 'public.ledger')")
+like "$out" 'ERROR:  0A000: fencing scope "public.ledger" cannot hold on distributed table "swapped"' "co-located, but the distribution column at another key position: 0A000"
+like "$out" 'HINT:  List the key columns so that the distribution column "acct" comes at position 2' "... the HINT names what works"
+out=$(qaerr coord "SELECT fencing.protect('single', key_columns => '{acct}')")
+like "$out" 'ERROR:  0A000: key scope cannot hold on distributed table "single"' "key scope on a single-shard table: 0A000"
+like "$out" 'HINT:  Use row scope \(key_columns => NULL\), or distribute the table by hash' "... the HINT names what works"
+is "$(q coord "SELECT string_agg(relid::text, ',' ORDER BY relid::text) FROM fencing.protected WHERE scope_name = 'public.ledger'")" \
+    "ledger,ledger_lines" "after the refusals the scope has its two tables"
+# (swapped has no replica identity, which would stop the moves below)
+qa coord "DROP TABLE other_ledger, swapped, single" >/dev/null
+
+# key scope on a distributed partitioned table: the partitions' shards find
+# the storage shard of their hash range; a partition created later too
+qa coord "SET citus.shard_count = 4" \
+    "CREATE TABLE postings (acct bigint, day date, v int, fence fencing.fence, PRIMARY KEY (acct, day)) PARTITION BY RANGE (day)" \
+    "CREATE TABLE postings_jan PARTITION OF postings FOR VALUES FROM ('2024-01-01') TO ('2024-02-01')" \
+    "SELECT create_distributed_table('postings', 'acct', colocate_with => 'none')" \
+    "INSERT INTO postings VALUES (1, '2024-01-05', 0, '5:0'), (2, '2024-01-06', 0, '5:0')" >/dev/null
+out=$(qa coord "SELECT fencing.protect('postings', key_columns => '{acct}')" 2>&1)
+is "$out" "" "key scope on a distributed partitioned table"
+out=$(qaerr coord "INSERT INTO postings VALUES (1, '2024-01-07', 0, '4:0')")
+like "$out" 'ERROR:  SF001: stale fence token 4:0 for table "postings_jan_[0-9]+"' "partitioned key scope: a stale insert into a partition's shard"
+like "$out" 'DETAIL:  The scope "public.postings" key \["1"\] has already accepted fence token 5:0' "... against the key's seeded fence"
+out=$(qa coord "SET citus.enable_unsafe_triggers = on" \
+    "CREATE TABLE postings_feb PARTITION OF postings FOR VALUES FROM ('2024-02-01') TO ('2024-03-01')" \
+    "INSERT INTO postings VALUES (1, '2024-02-07', 0, '6:0')" 2>&1)
+is "$out" "" "partitioned key scope: a partition created later, a fresh write into it"
+out=$(qaerr coord "INSERT INTO postings VALUES (1, '2024-01-08', 0, '5:9')")
+like "$out" 'DETAIL:  The scope "public.postings" key \["1"\] has already accepted fence token 6:0' "... fences the key in the other partition too"
+is "$(q coord "SELECT count(*) FROM postings")" "3" "partitioned key scope: 3 rows"
 
 # --- shards that move, split, or land on a new node
 old_node=$n7
@@ -399,6 +621,82 @@ s3=$(shard_of accounts "$id3")
 out=$(qerr w3 "SET citus.enable_manual_changes_to_shards = on" "UPDATE $(q coord "SELECT shard_name('accounts', $s3)") SET fence = '69:0' WHERE id = $id3")
 stale "$out" "on the new node, a stale write sent to the shard directly is refused"
 is "$(q coord "SELECT count(*), count(*) FILTER (WHERE fence IS NULL) FROM accounts")" "44|0" "44 rows, every one fenced"
+
+# --- key scope: the fences move with their keys
+# a move of the shard of account 1 while a writer adds new keys to it
+k1=$(shard_of ledger 1)
+from=$(node_name_by_port "$(node_of_shard "$k1")")
+to=$([ "$from" = w1 ] && echo w2 || echo w1)
+printf 'SET ROLE app;\n' >"$FENCING_WORK/writer.sql"
+for i in $(seq 1 1500); do
+    printf "INSERT INTO ledger (acct, id, book, fence) VALUES (1, %d, 'w%d', '80:%d');\n" $((10000 + i)) $((i % 50)) "$i"
+done >>"$FENCING_WORK/writer.sql"
+chmod a+r "$FENCING_WORK/writer.sql"
+(fencing_as_postgres psql -X -q -h 127.0.0.1 -p "${PORT[coord]}" -d postgres -f "$FENCING_WORK/writer.sql" \
+    >"$FENCING_WORK/writer.out" 2>&1) &
+wpid=$!
+for i in $(seq 100); do [ "$(q coord "SELECT count(*) FROM ledger WHERE id > 10000")" -gt 50 ] && break; sleep 0.1; done
+out=$(q coord "SELECT citus_move_shard_placement($k1, '127.0.0.1', ${PORT[$from]}, '127.0.0.1', ${PORT[$to]})" 2>&1)
+is "$out" "" "key scope: citus_move_shard_placement of ledger shard $k1 ($from to $to) while a writer adds keys to it"
+wait $wpid
+is "$(grep -c ERROR "$FENCING_WORK/writer.out")" "0" "... every write of the writer was accepted"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+is "$(node_name_by_port "$(node_of_shard "$k1")")" "$to" "... the shard is on $to"
+# every ledger shard's co-located storage shard is on the same node
+colocated_census() {
+    q coord "SELECT count(*), count(*) FILTER (WHERE lp.groupid = sp.groupid)
+             FROM pg_dist_shard l JOIN pg_dist_placement lp USING (shardid)
+             JOIN pg_dist_shard s ON s.logicalrelid = '$storage'::regclass
+                  AND s.shardminvalue = l.shardminvalue AND s.shardmaxvalue = l.shardmaxvalue
+             JOIN pg_dist_placement sp ON sp.shardid = s.shardid
+             WHERE l.logicalrelid = 'ledger'::regclass" | tr '|' ' '
+}
+is "$(colocated_census)" "4 4" "... every storage shard is on the node of its ledger shard"
+rows1=$(q coord "SELECT count(*) || ': ' || string_agg(book || '=' || f::text, ',' ORDER BY book)
+                 FROM (SELECT book, fencing.max(fence) AS f FROM ledger WHERE acct = 1 GROUP BY book) l")
+like "$rows1" '^51: ' "... account 1 has 51 keys"
+is "$(q coord "SELECT count(*) || ': ' || string_agg((key::json->>0) || '=' || fence::text, ',' ORDER BY key::json->>0)
+               FROM fencing.scopes WHERE scope_name = 'public.ledger' AND key::json->>1 = '1'")" "$rows1" \
+    "... and after the move each one's fence is its highest accepted token"
+is "$(cat "$FENCING_WORK"/citus-*/server.log | grep -c 'duplicate key value violates unique constraint "scope_')" "0" \
+    "... no replication of the move failed on a storage row"
+out=$(qaerr coord "INSERT INTO ledger (acct, id, book, fence) VALUES (1, 20001, 'w7', '80:6')")
+stale_key "$out" 'w7","1' "after the move, a stale insert of a key that moved"
+like "$out" "while executing command on 127.0.0.1:${PORT[$to]}" "... refused by the new node $to"
+out=$(qa coord "INSERT INTO ledger (acct, id, book, fence) VALUES (1, 20001, 'w7', '81:0')" 2>&1)
+is "$out" "" "after the move, a fresh insert is accepted"
+out=$(qaerr "$to" "SET citus.enable_manual_changes_to_shards = on" "UPDATE $(q coord "SELECT shard_name('ledger', $k1)") SET fence = '30:0' WHERE acct = 1 AND id = 1")
+stale_key "$out" 'main","1' "after the move, a stale write sent to the shard on $to directly"
+
+# a split of the shard of account 2: the storage shard splits with it
+k2=$(shard_of ledger 2)
+mid=$(q coord "SELECT (shardminvalue::bigint + shardmaxvalue::bigint) / 2 FROM pg_dist_shard WHERE shardid = $k2")
+out=$(q coord "SELECT citus_split_shard_by_split_points($k2, ARRAY['$mid'], ARRAY[(SELECT nodeid FROM pg_dist_node WHERE nodeport = ${PORT[w1]}), (SELECT nodeid FROM pg_dist_node WHERE nodeport = ${PORT[w2]})])" 2>&1)
+is "$out" "" "key scope: citus_split_shard_by_split_points of ledger shard $k2"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+is "$(colocated_census)" "5 5" "... 5 ledger shards, each with its storage shard on its node"
+is "$(guard_census ledger)" "5 5 5" "... all guarded"
+out=$(qaerr coord "UPDATE ledger SET amount = 0, fence = '30:9' WHERE acct = 2 AND id = 2")
+stale_key "$out" 'main","2' "after the split, a stale write of account 2"
+out=$(qa coord "UPDATE ledger SET amount = 2, fence = '82:0' WHERE acct = 2 AND id = 2" 2>&1)
+is "$out" "" "after the split, a fresh write is accepted"
+
+# the node w3 joined above: rebalance the ledger onto it
+out=$(q coord "SELECT rebalance_table_shards('ledger')" 2>&1)
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+on_w3=$(q coord "SELECT count(*) FROM pg_dist_shard_placement JOIN pg_dist_shard USING (shardid) WHERE logicalrelid = 'ledger'::regclass AND nodeport = ${PORT[w3]}")
+[ "$on_w3" -gt 0 ]
+ok $? "key scope: rebalance_table_shards('ledger') moved $on_w3 shard(s) onto the new node"
+is "$(colocated_census)" "5 5" "... with their storage shards"
+acct3=$(q coord "SELECT acct FROM ledger WHERE get_shard_id_for_distribution_column('ledger', acct) IN
+        (SELECT shardid FROM pg_dist_shard_placement WHERE nodeport = ${PORT[w3]}) AND book = 'main' ORDER BY acct LIMIT 1")
+f3=$(q coord "SELECT fence FROM fencing.scopes WHERE scope_name = 'public.ledger' AND key = fencing.scope_key('main', '$acct3')")
+out=$(qaerr coord "INSERT INTO ledger (acct, id, fence) VALUES ($acct3, 30001, '$f3')")
+stale_key "$out" "main\",\"$acct3" "on the new node, a stale insert of account $acct3 (its fence $f3 moved with it)"
+like "$out" "while executing command on 127.0.0.1:${PORT[w3]}" "... refused by the new node"
+out=$(qa coord "INSERT INTO ledger (acct, id, fence) VALUES ($acct3, 30001, '90:0')" 2>&1)
+is "$out" "" "on the new node, a fresh insert is accepted"
+is "$(q coord "SELECT count(*) FROM ledger")" "1568" "the ledger: 1568 rows, each accepted write once"
 
 # --- two coordinator sessions racing on one row
 race() {
@@ -468,8 +766,12 @@ q coord "ALTER TABLE accounts ADD COLUMN region text" >/dev/null
 out=$(qerr coord "SELECT fencing.protect('accounts', key_columns => '{region}')")
 like "$out" 'ERROR:  0A000: key scope without the distribution column cannot hold' "key scope without the distribution column: 0A000"
 like "$out" 'HINT:  Add the distribution column "id" to key_columns' "... the HINT names what works"
-out=$(qerr coord "SELECT fencing.protect('accounts', key_columns => '{id}')")
-like "$out" 'ERROR:  0A000: key scope is not available yet on distributed table "accounts"' "key scope with the distribution column: not built yet, 0A000"
+q coord "CREATE DOMAIN account_id AS bigint" \
+    "CREATE TABLE by_domain (a account_id, fence fencing.fence)" \
+    "SELECT create_distributed_table('by_domain', 'a')" >/dev/null
+out=$(qerr coord "SELECT fencing.protect('by_domain', key_columns => '{a}')")
+like "$out" 'ERROR:  0A000: key scope cannot hold on distributed table "by_domain"' "key scope by a distribution column of a domain type: 0A000"
+like "$out" 'HINT:  Use row scope \(key_columns => NULL\), or distribute the table by a column of a base type' "... the HINT names what works"
 out=$(qerr coord "SELECT fencing.protect('rates', key_columns => '{code}')")
 like "$out" 'ERROR:  0A000: key scope cannot hold on reference table' "key scope on a reference table: 0A000"
 out=$(qerr coord "SELECT fencing.protect('rates', key_columns => '{}')")
@@ -492,6 +794,21 @@ stale "$out" "... and still refuses stale writes"
 # --- unprotect() leaves nothing behind on any node
 out=$(q coord "SELECT fencing.unprotect('accounts')" "SELECT fencing.unprotect('rates')" "SELECT fencing.unprotect('events')" 2>&1)
 is "$out" "" "unprotect() of the distributed, the reference and the partitioned table"
+out=$(qa coord "SELECT fencing.unprotect('ledger')" "SELECT fencing.unprotect('ledger_lines')" "SELECT fencing.unprotect('postings')" 2>&1)
+is "$out" "" "unprotect() of the two tables of the key scope, and of the partitioned one"
+# a scope outlives its tables (its fences stop a stale writer of a table
+# protected into it again), until the extension's owner resets it
+storage_shards() {
+    for node in coord w1 w2 w3; do
+        q $node "SET citus.show_shards_for_app_name_prefixes = '*'" \
+            "SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relnamespace = 'fencing'::regnamespace AND relname LIKE '${storage#fencing.}\\_%'"
+    done | tr '\n' ' '
+}
+like "$(storage_shards)" '[1-9]' "... the scope's storage shards stay, as a scope's fences do"
+is "$(q coord "SELECT fencing.reset_scope('public.ledger') > 0")" "t" "reset_scope() of the distributed scope"
+is "$(storage_shards)" "0 0 0 0 " "... drops its storage shards on every node"
+is "$(q coord "SELECT count(*) FROM fencing.scope_storage WHERE scope_name = 'public.ledger'")|$(q coord "SELECT to_regclass('$storage') IS NULL")" \
+    "0|t" "... and its registry row and table on the coordinator"
 q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
 left=$(for node in coord w1 w2 w3; do
     q $node "SELECT count(*) FROM pg_trigger WHERE tgfoid IN ('fencing.guard'::regproc, 'fencing.guard_truncate'::regproc)
