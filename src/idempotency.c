@@ -1309,8 +1309,9 @@ typedef struct IdemClaimArgs
 
 /*
  * A snapshot that sees what this transaction has written so far: a new
- * one under READ COMMITTED, the transaction's (with the current command)
- * otherwise; *pushed says whether IdemSnapshotEnd() must pop it.
+ * one under READ COMMITTED (registered: PostgreSQL 18 asserts so in every
+ * MVCC visibility check), the transaction's (with the current command)
+ * otherwise; *pushed says which of the two IdemSnapshotEnd() must undo.
  */
 static Snapshot
 IdemSnapshotBegin(bool *pushed)
@@ -1319,7 +1320,7 @@ IdemSnapshotBegin(bool *pushed)
 	if (!IsolationUsesXactSnapshot())
 	{
 		*pushed = false;
-		return GetTransactionSnapshot();
+		return RegisterSnapshot(GetTransactionSnapshot());
 	}
 	PushActiveSnapshot(GetTransactionSnapshot());
 	UpdateActiveSnapshotCommandId();
@@ -1328,10 +1329,12 @@ IdemSnapshotBegin(bool *pushed)
 }
 
 static void
-IdemSnapshotEnd(bool pushed)
+IdemSnapshotEnd(Snapshot snapshot, bool pushed)
 {
 	if (pushed)
 		PopActiveSnapshot();
+	else
+		UnregisterSnapshot(snapshot);
 }
 
 /*
@@ -1389,7 +1392,7 @@ IdemDirectClaimUpdate(IdemClaimOp op, text *key, const Fence *token,
 		}
 		if (!found)
 			found = DirectFetch(&dt, &keyval, snapshot);
-		IdemSnapshotEnd(pushed);
+		IdemSnapshotEnd(snapshot, pushed);
 		if (!found)
 		{
 			lost->exists = false;
