@@ -209,8 +209,6 @@ typedef struct CitusTable
 	char	   *distcol;		/* distribution column, or NULL */
 } CitusTable;
 
-static void RunSql(const char *sql);
-static Oid	RelOwner(Oid relid);
 
 /* True while SyncShardTruncateGuard runs its own trigger DDL. */
 static bool in_truncate_sync = false;
@@ -414,14 +412,6 @@ CitusShardOf(Oid relid)
 	return shell;
 }
 
-/* The schema-qualified, quoted name of a relation. */
-static char *
-QualifiedName(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
-}
-
 /* Does trigger function funcoid be fencing.<name>()? */
 static bool
 IsFencingFunction(Oid funcoid, const char *name)
@@ -556,7 +546,7 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 				 errdetail("Table \"%s\" and table \"%s\" are not co-located: a key's fence would not live on the node of the key's rows in both.",
 						   get_rel_name(other), RelationGetRelationName(rel)),
 				 errhint("Choose another scope_name, or distribute both tables co-located (create_distributed_table(..., colocate_with => '%s')).",
-						 QualifiedName(other))));
+						 FencingQualifiedName(other))));
 	}
 }
 
@@ -632,7 +622,7 @@ CheckStorageColocation(Relation rel, CitusTable *ct, int dist_key,
 				 errdetail("The scope keeps its fences co-located with the tables already in it, and table \"%s\" is not co-located with them: a key's fence would not live on the node of the key's rows.",
 						   RelationGetRelationName(rel)),
 				 errhint("Choose another scope_name, or distribute the table co-located with the scope's tables (create_distributed_table(..., colocate_with => '%s') or update_distributed_table_colocation()).",
-						 QualifiedName(storage))));
+						 FencingQualifiedName(storage))));
 	want = psprintf("key_%d", dist_key);
 	if (st.distcol == NULL || strcmp(st.distcol, want) != 0)
 		ereport(ERROR,
@@ -672,7 +662,7 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 				 errmsg("cannot protect \"%s\", a shard of distributed table \"%s\"",
 						RelationGetRelationName(rel), get_rel_name(shell)),
 				 errhint("Call fencing.protect('%s') on the coordinator: its guard reaches every shard.",
-						 QualifiedName(shell))));
+						 FencingQualifiedName(shell))));
 
 	ct = GetCitusTable(relid);
 	if (nkeys > 0)
@@ -816,14 +806,14 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
 		FencingSavedUser saved;
 		int			rc;
 
-		values[0] = CStringGetTextDatum(QualifiedName(storage));
+		values[0] = CStringGetTextDatum(FencingQualifiedName(storage));
 		values[1] = CStringGetTextDatum(psprintf("key_%d", pending.dist_key));
-		values[2] = CStringGetTextDatum(QualifiedName(RelationGetRelid(rel)));
+		values[2] = CStringGetTextDatum(FencingQualifiedName(RelationGetRelid(rel)));
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		FencingBecomeOwner(&saved);
 		/* the storage's key columns may be NULL: no index can identify a row */
-		RunSql(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", QualifiedName(storage)));
+		FencingRunUtility(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", FencingQualifiedName(storage)));
 		rc = SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2, "
 								   "colocate_with => $3)",
 								   3, argtypes, values, NULL, false, 0);
@@ -862,14 +852,14 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 		return false;
 
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "INSERT INTO %s AS s (", QualifiedName(storage));
+	appendStringInfo(&sql, "INSERT INTO %s AS s (", FencingQualifiedName(storage));
 	for (i = 0; i < nkeys; i++)
 		appendStringInfo(&sql, "key_%d, ", i + 1);
 	appendStringInfoString(&sql, "fence) SELECT ");
 	for (i = 0; i < nkeys; i++)
 		appendStringInfo(&sql, "%s, ", quote_identifier(NameStr(*DatumGetName(keynames[i]))));
 	appendStringInfo(&sql, "fencing.max(%s) FROM %s WHERE %s IS NOT NULL GROUP BY ",
-					 quote_identifier(fence_column), QualifiedName(source_relid),
+					 quote_identifier(fence_column), FencingQualifiedName(source_relid),
 					 quote_identifier(fence_column));
 	for (i = 0; i < nkeys; i++)
 		appendStringInfo(&sql, "%s%d", i > 0 ? ", " : "", i + 1);
@@ -910,7 +900,7 @@ FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
 			 errdetail("The scope's fences live on the shards of its distributed tables; table \"%s\" was protected as one of them.",
 					   RelationGetRelationName(rel)),
 			 errhint("Distribute the table again co-located with the scope, or call fencing.unprotect('%s') and protect it in another scope.",
-					 QualifiedName(RelationGetRelid(rel))),
+					 FencingQualifiedName(RelationGetRelid(rel))),
 			 errtable(rel)));
 }
 
@@ -1039,7 +1029,7 @@ ColocatedStorageShard(Relation rel, Oid storage_shell)
 	if (OidIsValid(shard) &&
 		(get_rel_namespace(shard) != FencingSchemaOid() ||
 		 get_rel_relkind(shard) != RELKIND_RELATION ||
-		 RelOwner(shard) != FencingOwnerOid()))
+		 FencingRelOwner(shard) != FencingOwnerOid()))
 		shard = InvalidOid;
 	return shard;
 }
@@ -1055,7 +1045,7 @@ ReportShardScopeBroken(Relation rel, Oid shell, const char *scope_name,
 					RelationGetRelationName(rel), scope_name),
 			 errdetail_internal("%s", detail),
 			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard; if the table is no longer co-located with the scope's storage, protect it with another scope_name.",
-					 QualifiedName(shell)),
+					 FencingQualifiedName(shell)),
 			 errtable(rel)));
 }
 
@@ -1133,7 +1123,7 @@ FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 	{
 		cfg->nkeys = -1;
 		cfg->key_attnums = NULL;
-		cfg->scope_name = QualifiedName(shell);
+		cfg->scope_name = FencingQualifiedName(shell);
 	}
 	MemoryContextSwitchTo(old);
 }
@@ -1260,35 +1250,6 @@ HasTruncateGuard(Relation rel)
 	return false;
 }
 
-/* Run one SQL command through SPI. */
-static void
-RunSql(const char *sql)
-{
-	int			rc = SPI_execute(sql, false, 0);
-
-	if (rc != SPI_OK_UTILITY)
-		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-}
-
-/*
- * The owner of relation relid, from the catalog cache (no lock needed:
- * PostgreSQL 16 and later assert that a relation opened with NoLock is
- * locked already).  InvalidOid when there is no such relation.
- */
-static Oid
-RelOwner(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		return InvalidOid;
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
 /*
  * Bring the TRUNCATE guard of shard relid (and of its partitions) in line
  * with its row guard: add it where the row guard is, drop every fencing
@@ -1306,7 +1267,7 @@ SyncShardTruncateGuard(Oid relid)
 		Relation	rel = relation_open(member, NoLock);
 		bool		guarded = CitusGuardTrigger(rel) != NULL;
 		bool		truncate = HasTruncateGuard(rel);
-		char	   *qname = QualifiedName(member);
+		char	   *qname = FencingQualifiedName(member);
 		List	   *drop = NIL;
 		ListCell   *ld;
 		FencingSavedUser saved;
@@ -1321,18 +1282,18 @@ SyncShardTruncateGuard(Oid relid)
 		}
 		relation_close(rel, NoLock);
 
-		FencingBecomeRole(RelOwner(member), &saved);
+		FencingBecomeRole(FencingRelOwner(member), &saved);
 		if (guarded && !truncate)
 		{
-			RunSql(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
+			FencingRunUtility(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
 							" BEFORE TRUNCATE ON %s"
 							" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 							qname));
-			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+			FencingRunUtility(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
 							qname));
 		}
 		foreach(ld, drop)
-			RunSql(psprintf("DROP TRIGGER IF EXISTS %s ON %s",
+			FencingRunUtility(psprintf("DROP TRIGGER IF EXISTS %s ON %s",
 							quote_identifier((char *) lfirst(ld)), qname));
 		FencingRestoreUser(&saved);
 	}

@@ -134,18 +134,6 @@ CheckEventTriggerCall(FunctionCallInfo fcinfo, const char *name)
 						name)));
 }
 
-/* The schema-qualified, quoted name of a relation. */
-static char *
-QualifiedName(Oid relid)
-{
-	char	   *name = get_rel_name(relid);
-
-	if (name == NULL)
-		return psprintf("%u", relid);
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  name);
-}
-
 /* The name of a relation for messages (it may have gone meanwhile). */
 static const char *
 RelName(Oid relid)
@@ -261,8 +249,8 @@ UnprotectHint(Protection *p)
 {
 	if (OidIsValid(p->shell))
 		return psprintf("Call fencing.unprotect('%s') on the coordinator first.",
-						QualifiedName(p->shell));
-	return psprintf("Call fencing.unprotect('%s') first.", QualifiedName(p->relid));
+						FencingQualifiedName(p->shell));
+	return psprintf("Call fencing.unprotect('%s') first.", FencingQualifiedName(p->relid));
 }
 
 /* ", a partition of ..." or ", an inheritance child of ..." when not p itself. */
@@ -346,7 +334,7 @@ ReportLateTrigger(Oid relid, Protection *p, const char *trigname)
 					   psprintf(" Table \"%s\"%s.", RelName(relid), Through(relid, p)) : ""),
 			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s')%s first.",
 					 p->guard_name,
-					 QualifiedName(OidIsValid(p->shell) ? p->shell : p->relid),
+					 FencingQualifiedName(OidIsValid(p->shell) ? p->shell : p->relid),
 					 OidIsValid(p->shell) ? " on the coordinator" : "")));
 }
 
@@ -572,7 +560,7 @@ CheckNewMembers(Oid newrel, Protection *p)
 					 errmsg("cannot make protected table \"%s\" part of protected table \"%s\"",
 							RelName(own), RelName(p->relid)),
 					 errdetail("A tree of partitions or inheritance children is protected as a whole, with the settings of one table."),
-					 errhint("Call fencing.unprotect('%s') first.", QualifiedName(own))));
+					 errhint("Call fencing.unprotect('%s') first.", FencingQualifiedName(own))));
 		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -737,31 +725,6 @@ TreeSubcommandOther(AlterTableCmd *cmd)
 	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
 }
 
-/* Run one SQL command through SPI; elog on an unexpected result. */
-static void
-RunSql(const char *sql)
-{
-	int			rc = SPI_execute(sql, false, 0);
-
-	if (rc != SPI_OK_UTILITY && rc != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-}
-
-/* The owner of relation relid. */
-static Oid
-RelOwner(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
 /* The state of one guard trigger on a member. */
 typedef struct GuardTrig
 {
@@ -817,27 +780,27 @@ GuardMembers(Oid root, void *arg pg_attribute_unused())
 			row.enabled == TRIGGER_FIRES_ALWAYS && trunc.enabled == TRIGGER_FIRES_ALWAYS)
 			continue;
 
-		qname = QualifiedName(member);
-		FencingBecomeRole(RelOwner(member), &saved);
+		qname = FencingQualifiedName(member);
+		FencingBecomeRole(FencingRelOwner(member), &saved);
 		if (row.present && !row.shaped)
-			RunSql(psprintf("DROP TRIGGER " FENCING_GUARD_TRIGGER " ON %s", qname));
+			FencingRunUtility(psprintf("DROP TRIGGER " FENCING_GUARD_TRIGGER " ON %s", qname));
 		if (!row.shaped)
-			RunSql(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
+			FencingRunUtility(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
 							" BEFORE INSERT OR UPDATE OR DELETE ON %s"
 							" FOR EACH ROW EXECUTE FUNCTION fencing.guard()", qname));
 		if (trunc.present && !trunc.shaped)
-			RunSql(psprintf("DROP TRIGGER " FENCING_TRUNCATE_TRIGGER " ON %s", qname));
+			FencingRunUtility(psprintf("DROP TRIGGER " FENCING_TRUNCATE_TRIGGER " ON %s", qname));
 		if (!trunc.shaped)
-			RunSql(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
+			FencingRunUtility(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
 							" BEFORE TRUNCATE ON %s"
 							" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
 							qname));
 		/* citus: one trigger per ALTER TABLE, as Citus requires */
 		if (!row.shaped || row.enabled != TRIGGER_FIRES_ALWAYS)
-			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+			FencingRunUtility(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
 							qname));
 		if (!trunc.shaped || trunc.enabled != TRIGGER_FIRES_ALWAYS)
-			RunSql(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+			FencingRunUtility(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
 							qname));
 		FencingRestoreUser(&saved);
 	}
@@ -861,10 +824,10 @@ UnguardMembers(Oid root, void *arg pg_attribute_unused())
 
 		if (member == root || get_rel_relispartition(member))
 			continue;
-		FencingBecomeRole(RelOwner(member), &saved);
+		FencingBecomeRole(FencingRelOwner(member), &saved);
 		for (i = 0; i < 2; i++)
 			if (OidIsValid(get_trigger_oid(member, names[i], true)))
-				RunSql(psprintf("DROP TRIGGER %s ON %s", names[i], QualifiedName(member)));
+				FencingRunUtility(psprintf("DROP TRIGGER %s ON %s", names[i], FencingQualifiedName(member)));
 		FencingRestoreUser(&saved);
 	}
 }
@@ -950,7 +913,7 @@ FencingCheckProtectable(Relation rel, const char *fence_column, int nkeys,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("\"%s\", under \"%s\", is protected on its own",
 							RelName(member), RelationGetRelationName(rel)),
-					 errhint("Call fencing.unprotect('%s') first.", QualifiedName(member))));
+					 errhint("Call fencing.unprotect('%s') first.", FencingQualifiedName(member))));
 		if (member != relid && get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -1010,7 +973,7 @@ ProtectDetached(Oid part, Protection *p)
 	/* every setting of the tree's row, whatever columns it has */
 	values[0] = ObjectIdGetDatum(part);
 	values[1] = ObjectIdGetDatum(p->relid);
-	FencingBecomeRole(RelOwner(part), &saved);
+	FencingBecomeRole(FencingRelOwner(part), &saved);
 	rc = SPI_execute_with_args("SELECT fencing.protect($1::pg_catalog.regclass, p.fence_column, "
 							   "p.key_columns, p.strict, p.scope_name, p.lease) "
 							   "FROM fencing.protected p "

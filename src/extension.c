@@ -21,8 +21,10 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -91,4 +93,50 @@ bool
 FencingActsFor(Oid owner)
 {
 	return is_member_of_role(GetUserId(), owner);
+}
+
+/*
+ * The schema-qualified, quoted name of a relation, for SQL the extension
+ * builds; its OID when the relation has gone meanwhile.
+ */
+char *
+FencingQualifiedName(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+
+	if (name == NULL)
+		return psprintf("%u", relid);
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  name);
+}
+
+/*
+ * The owner of a relation, from the catalog cache (no lock needed);
+ * InvalidOid when there is no such relation.
+ */
+Oid
+FencingRelOwner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * Run one utility statement the extension built through SPI (connected by
+ * the caller); elog, as for a cannot-happen, on any other outcome.
+ */
+void
+FencingRunUtility(const char *sql)
+{
+	int			rc = SPI_execute(sql, false, 0);
+
+	if (rc != SPI_OK_UTILITY)
+		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
+			 SPI_result_code_string(rc));
 }

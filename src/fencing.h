@@ -53,6 +53,9 @@ extern void FencingBecomeOwner(FencingSavedUser *saved);
 extern void FencingBecomeRole(Oid role, FencingSavedUser *saved);
 extern void FencingRestoreUser(const FencingSavedUser *saved);
 extern bool FencingActsFor(Oid owner);
+extern char *FencingQualifiedName(Oid relid);
+extern Oid	FencingRelOwner(Oid relid);
+extern void FencingRunUtility(const char *sql);
 
 /* fence.c */
 extern int	FenceCmp(const Fence *a, const Fence *b);

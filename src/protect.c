@@ -43,17 +43,6 @@ PG_FUNCTION_INFO_V1(fencing_unprotect);
 
 bool		FencingDdlGuardSuspended = false;
 
-/* Run one SQL command through SPI; elog on an unexpected result code. */
-static void
-RunSql(const char *sql, int expected)
-{
-	int			rc = SPI_execute(sql, false, 0);
-
-	if (rc != expected)
-		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-}
-
 /* The relation and, for a partitioned table, all its partitions. */
 static List *
 RelationTree(Relation rel)
@@ -124,21 +113,12 @@ CheckColumn(Relation rel, const char *colname, bool must_be_fence)
 	return attnum;
 }
 
-/* The schema-qualified, quoted name of a relation. */
-static char *
-QualifiedName(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
-}
-
 /* Drop trigger name of relid, if it is there. */
 static void
 DropTrigger(Oid relid, const char *name)
 {
 	if (OidIsValid(get_trigger_oid(relid, name, true)))
-		RunSql(psprintf("DROP TRIGGER %s ON %s", name, QualifiedName(relid)),
-			   SPI_OK_UTILITY);
+		FencingRunUtility(psprintf("DROP TRIGGER %s ON %s", name, FencingQualifiedName(relid)));
 }
 
 /* Drop and recreate the guard triggers on every relation of the tree. */
@@ -146,16 +126,15 @@ static void
 InstallTriggers(Oid relid, void *arg)
 {
 	List	   *tree = (List *) arg;
-	char	   *qname = QualifiedName(relid);
+	char	   *qname = FencingQualifiedName(relid);
 	ListCell   *lc;
 
 	DropTrigger(relid, FENCING_GUARD_TRIGGER);
 	/* citus: a distributed table's guard carries its settings (citus.c) */
-	RunSql(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
+	FencingRunUtility(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
 					" BEFORE INSERT OR UPDATE OR DELETE ON %s"
 					" FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)", qname,
-					FencingCitusGuardArgs(relid)),
-		   SPI_OK_UTILITY);
+					FencingCitusGuardArgs(relid)));
 
 	/*
 	 * Statement triggers are not inherited by partitions, so TRUNCATE is
@@ -164,24 +143,23 @@ InstallTriggers(Oid relid, void *arg)
 	 */
 	foreach(lc, tree)
 	{
-		char	   *qpart = QualifiedName(lfirst_oid(lc));
+		char	   *qpart = FencingQualifiedName(lfirst_oid(lc));
 
 		DropTrigger(lfirst_oid(lc), FENCING_TRUNCATE_TRIGGER);
-		RunSql(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
+		FencingRunUtility(psprintf("CREATE TRIGGER " FENCING_TRUNCATE_TRIGGER
 						" BEFORE TRUNCATE ON %s"
 						" FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()",
-						qpart),
-			   SPI_OK_UTILITY);
+						qpart));
 		/*
 		 * citus: one trigger per ALTER TABLE, as Citus requires; and a
 		 * partition's guard is a clone, enabled with its parent's, which
 		 * Citus would look for under another name on the shards.
 		 */
 		if (lfirst_oid(lc) == relid || FencingCitusGuardArgs(relid)[0] == '\0')
-			RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
-							qpart), SPI_OK_UTILITY);
-		RunSql(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
-						qpart), SPI_OK_UTILITY);
+			FencingRunUtility(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
+							qpart));
+		FencingRunUtility(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
+						qpart));
 	}
 }
 

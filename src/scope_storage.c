@@ -382,17 +382,6 @@ KeysMatchStorage(Relation rel, int nkeys, const AttrNumber *key_attnums,
 	return match;
 }
 
-/* Run one utility statement through SPI. */
-static void
-RunUtility(const char *sql)
-{
-	int			rc = SPI_execute(sql, false, 0);
-
-	if (rc != SPI_OK_UTILITY)
-		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
-			 SPI_result_code_string(rc));
-}
-
 /*
  * Create the storage table of a new scope, owned by the extension's owner,
  * and register it with its owner.  types and collations describe the key
@@ -450,7 +439,7 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 		}
 	/* half-full pages: room for the HOT updates of hot keys */
 	appendStringInfoString(&sql, ", fence fencing.fence NOT NULL) USING heap WITH (fillfactor = 50)");
-	RunUtility(sql.data);
+	FencingRunUtility(sql.data);
 
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "CREATE UNIQUE INDEX %s ON %s (",
@@ -461,24 +450,24 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 		for (i = 0; i < nkeys; i++)
 			appendStringInfo(&sql, "%skey_%d", i > 0 ? ", " : "", i + 1);
 	appendStringInfoString(&sql, ") NULLS NOT DISTINCT");
-	RunUtility(sql.data);
+	FencingRunUtility(sql.data);
 
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "COMMENT ON TABLE %s IS %s", qname,
 					 quote_literal_cstr(psprintf("fences of %s scope %s: one row per key, written by the fencing guard",
 												 table_scope ? "table" : "key",
 												 scope_name)));
-	RunUtility(sql.data);
+	FencingRunUtility(sql.data);
 	for (i = 0; !table_scope && i < nkeys; i++)
 	{
 		resetStringInfo(&sql);
 		appendStringInfo(&sql, "COMMENT ON COLUMN %s.key_%d IS %s", qname, i + 1,
 						 quote_literal_cstr(psprintf("key column \"%s\" of the table that created the scope",
 													 key_names[i])));
-		RunUtility(sql.data);
+		FencingRunUtility(sql.data);
 	}
-	RunUtility(psprintf("REVOKE ALL ON %s FROM PUBLIC", qname));
-	RunUtility(psprintf("GRANT SELECT ON %s TO PUBLIC", qname));
+	FencingRunUtility(psprintf("REVOKE ALL ON %s FROM PUBLIC", qname));
+	FencingRunUtility(psprintf("GRANT SELECT ON %s TO PUBLIC", qname));
 
 	storage = get_relname_relid(name, FencingSchemaOid());
 
