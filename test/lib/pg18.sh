@@ -95,6 +95,9 @@ fencing_with_lock() {
 fencing_pg18_build() {
     local tarball=$1 version=$2 dest=$3
     [ -d "$dest" ] && return 0       # another run built it while we waited
+    # the options the cache key was computed from (a $(...) of the hash
+    # cannot have set them in this shell)
+    fencing_pg18_configure
     local stage
     stage=$(mktemp -d "$FENCING_CACHE/.build-pg$version.XXXXXX")
     local t0=$SECONDS jobs
