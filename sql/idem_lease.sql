@@ -6,15 +6,15 @@
 TRUNCATE fencing.idempotency_keys;
 SELECT setval('fencing.idempotency_claim_seq', 200, false) IS NOT NULL AS restarted;
 
--- Worker A claims refund:8842 with a one-second lease, calls the payment
+-- Worker A claims refund:8842 with a three-second lease, calls the payment
 -- service, records that it did, and then stalls (a GC pause).
 SELECT state, token AS a_token
-  FROM fencing.idem_begin('refund:8842', '{"amount_cents": 1250}', lease => '1 second') \gset
+  FROM fencing.idem_begin('refund:8842', '{"amount_cents": 1250}', lease => '3 seconds') \gset
 \echo :state :a_token
 SELECT fencing.idem_checkpoint('refund:8842', :'a_token', 'psp:re_123');
 -- while A's lease is live, a retry is told to come back later
 SELECT * FROM fencing.idem_begin('refund:8842', '{"amount_cents": 1250}');
-SELECT pg_sleep(1.1);
+SELECT pg_sleep(3.1);
 
 -- A's lease has run out: worker B resumes with a higher claim and learns
 -- how far A got, so it queries the payment service instead of paying twice.
