@@ -10,9 +10,11 @@
 #                                FENCING_EXPORTER_URL and _PID
 #   fencing_exporter_scrape      print one scrape of /metrics
 #   fencing_exporter_fencing     ... only its fencing_ lines
-#   fencing_exporter_stop        stop the exporter started (by its pid)
+#   fencing_exporter_stop        stop the exporter started (by its pid) and
+#                                wait until it is gone
 
 FENCING_EXPORTER_PID=
+FENCING_EXPORTER_DIR=
 FENCING_EXPORTER_URL=
 
 fencing_exporter_install() {
@@ -29,6 +31,7 @@ fencing_exporter_install() {
 fencing_exporter_start() {
     local db=$1 port dir=$FENCING_WORK/exporter i
     mkdir -p "$dir"
+    rm -f "$dir/pid"
     cp "$FENCING_ROOT/monitoring/postgres-exporter-queries.yaml" "$dir/queries.yaml"
     chown -R postgres: "$dir"
     port=$(fencing_free_port)
@@ -41,13 +44,21 @@ fencing_exporter_start() {
                  --extend.query-path="$1/queries.yaml" \
                  --disable-settings-metrics --log.level=warn' \
         sh "$dir" "$port" >"$dir/exporter.log" 2>&1 &
+    FENCING_EXPORTER_DIR=$dir
     FENCING_EXPORTER_URL=http://127.0.0.1:$port/metrics
     for i in $(seq 1 100); do
-        [ -s "$dir/pid" ] && FENCING_EXPORTER_PID=$(cat "$dir/pid")
-        curl -sf -o /dev/null "$FENCING_EXPORTER_URL" && return 0
+        # The pid is read only once the exporter answers: the shell wrote
+        # it before it became the exporter.  (Looking for it before asking
+        # lost it whenever the exporter came up while curl was starting,
+        # and the exporter then outlived the run.)
+        if curl -sf -o /dev/null "$FENCING_EXPORTER_URL"; then
+            FENCING_EXPORTER_PID=$(cat "$dir/pid")
+            return 0
+        fi
         sleep 0.2
     done
     cat "$dir/exporter.log" >&2
+    fencing_exporter_stop
     return 1
 }
 
@@ -60,8 +71,22 @@ fencing_exporter_fencing() {
 }
 
 fencing_exporter_stop() {
-    if [ -n "$FENCING_EXPORTER_PID" ]; then
-        kill "$FENCING_EXPORTER_PID" 2>/dev/null
-        FENCING_EXPORTER_PID=
+    local pid=$FENCING_EXPORTER_PID i
+    if [ -z "$pid" ] && [ -n "$FENCING_EXPORTER_DIR" ] && [ -s "$FENCING_EXPORTER_DIR/pid" ]; then
+        pid=$(cat "$FENCING_EXPORTER_DIR/pid")
     fi
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null
+        # gone before the caller removes its directory or checks for it
+        for i in $(seq 1 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -9 "$pid" 2>/dev/null
+        fi
+    fi
+    FENCING_EXPORTER_PID=
+    FENCING_EXPORTER_DIR=
+    return 0
 }

@@ -139,3 +139,15 @@ out=$(fencing_exporter_fencing | promtool check metrics 2>&1); st=$?
 [ -n "$out" ] && echo "$out" | sed 's/^/# /'
 check "promtool check metrics finds nothing to say about the fencing metrics" \
     test "$st" -eq 0 -a -z "$out"
+
+# the suite leaves no exporter behind: stopped by its pid, nothing left
+# listening on its port, no exporter of this run's directory alive
+pid=$FENCING_EXPORTER_PID
+fencing_exporter_stop
+check "the exporter (pid ${pid:-unknown}) is stopped and gone" \
+    test -n "$pid" -a ! -e "/proc/${pid:-0}"
+check "nothing answers on its port any more" \
+    sh -c '! curl -sf -o /dev/null "$1"' sh "$FENCING_EXPORTER_URL"
+# (a function, not sh -c: pgrep would find the shell holding the pattern)
+no_exporter_left() { ! pgrep -f -- "extend.query-path=$FENCING_WORK/exporter/" >/dev/null; }
+check "no exporter of this run is left" no_exporter_left
