@@ -551,39 +551,6 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 }
 
 /*
- * The storage table of scope_name on this node (the registry, readable by
- * everyone), or InvalidOid when the scope does not exist yet.
- */
-static Oid
-RegisteredStorage(const char *scope_name)
-{
-	Oid			argtypes[1] = {TEXTOID};
-	Datum		values[1];
-	Oid			storage = InvalidOid;
-	int			rc;
-
-	if (!OidIsValid(get_relname_relid("scope_storage", FencingSchemaOid())))
-		return InvalidOid;		/* objects at 1.0 */
-	values[0] = CStringGetTextDatum(scope_name);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	rc = SPI_execute_with_args("SELECT storage::pg_catalog.oid FROM fencing.scope_storage "
-							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, values, NULL, false, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read fencing.scope_storage: %s", SPI_result_code_string(rc));
-	if (SPI_processed > 0)
-	{
-		bool		isnull;
-
-		storage = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	SPI_finish();
-	return storage;
-}
-
-/*
  * A key scope's storage, when it exists, must be distributed co-located
  * with rel (a hash-distributed table whose distribution column is key
  * column dist_key of its key columns), by its key_<dist_key>; a table that
@@ -668,7 +635,7 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 	if (nkeys > 0)
 	{
 		CheckScopeColocation(rel, &ct, scope_name);
-		storage = RegisteredStorage(scope_name);
+		storage = ScopeStorageRegistered(scope_name);
 	}
 	if (ct.kind == CITUS_NONE)
 	{
@@ -847,7 +814,7 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 
 	if (!CitusPresent() || nkeys == 0)
 		return false;
-	storage = RegisteredStorage(scope_name);
+	storage = ScopeStorageRegistered(scope_name);
 	if (!OidIsValid(storage) || GetCitusTable(storage).kind == CITUS_NONE)
 		return false;
 

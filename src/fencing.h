@@ -157,6 +157,7 @@ extern void ScopesInit(void);
 #define FENCING_SCOPE_NAME_MAXLEN	255 /* bytes */
 extern bool ScopeStorageLayout(void);
 extern ScopeStorage *ScopeStorageOpen(const char *scope_name, MemoryContext cxt);
+extern Oid	ScopeStorageRegistered(const char *scope_name);
 extern ScopeStorage *ScopeStorageOpenRelation(Oid storage, const char *scope_name,
 											  bool table_scope, MemoryContext cxt);
 extern Oid	ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,

@@ -195,6 +195,26 @@ ReadRegistry(const char *scope_name, bool for_update, ScopeRegistryEntry *entry)
 	return true;
 }
 
+/*
+ * The storage table of scope_name, or InvalidOid when the scope is not
+ * registered (or the objects are still at 1.0).  Connects to SPI itself.
+ */
+Oid
+ScopeStorageRegistered(const char *scope_name)
+{
+	ScopeRegistryEntry entry;
+	Oid			storage = InvalidOid;
+
+	if (!ScopeStorageLayout())
+		return InvalidOid;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (ReadRegistry(scope_name, false, &entry))
+		storage = entry.storage;
+	SPI_finish();
+	return storage;
+}
+
 /* The unique index of a storage table on its key columns. */
 static Oid
 StorageIndex(Relation rel)
