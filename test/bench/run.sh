@@ -443,19 +443,24 @@ $(grep -iE 'aborted|error|fatal' <<<"$out" | head -5)"
     done
 }
 
+# The statistics the summaries share (awk functions): the median, minimum
+# and maximum of arr[1..n].
+AWK_STATS='
+function median(arr, n,    i, j, t, b) {
+    for (i = 1; i <= n; i++) b[i] = arr[i]
+    for (i = 2; i <= n; i++) { t = b[i]; for (j = i - 1; j >= 1 && b[j] > t; j--) b[j + 1] = b[j]; b[j + 1] = t }
+    return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
+}
+function minof(arr, n,    i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i] < m) m = arr[i]; return m }
+function maxof(arr, n,    i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i] > m) m = arr[i]; return m }
+'
+
 # The mixed run's table: each variant's mean latency against its group's
 # plain write and, where it has one, its floor (median and min-max of the
 # per-round ratios; >1 means faster).
 summarise_mixed() {
     awk -F'\t' -v floors="$FLOORS" -v targets="$MIXED_TARGETS" -v ftargets="$MIXED_FLOOR_TARGETS" \
-        -v clients="$CLIENTS" -v secs="$MIXED_SECS" '
-    function median(arr, n,    i, j, t, b) {
-        for (i = 1; i <= n; i++) b[i] = arr[i]
-        for (i = 2; i <= n; i++) { t = b[i]; for (j = i - 1; j >= 1 && b[j] > t; j--) b[j + 1] = b[j]; b[j + 1] = t }
-        return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
-    }
-    function minof(arr, n,    i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i] < m) m = arr[i]; return m }
-    function maxof(arr, n,    i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i] > m) m = arr[i]; return m }
+        -v clients="$CLIENTS" -v secs="$MIXED_SECS" "$AWK_STATS"'
     # the ratio column of v against base: "median (min-max)", or ""
     function ratio(v, base,    r, n, rt) {
         n = 0
@@ -493,14 +498,7 @@ summarise_mixed() {
 
 # The median and range of per-round ratios, as the table's lines.
 summarise() {
-    awk -F'\t' -v targets="" '
-    function median(arr, n,    i, j, t, b) {
-        for (i = 1; i <= n; i++) b[i] = arr[i]
-        for (i = 2; i <= n; i++) { t = b[i]; for (j = i - 1; j >= 1 && b[j] > t; j--) b[j + 1] = b[j]; b[j + 1] = t }
-        return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
-    }
-    function minof(arr, n,    i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i] < m) m = arr[i]; return m }
-    function maxof(arr, n,    i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i] > m) m = arr[i]; return m }
+    awk -F'\t' -v targets="" "$AWK_STATS"'
     BEGIN {
         nt = split(targets, tl, " ")
         for (i = 1; i <= nt; i++) { split(tl[i], kv, "="); target[kv[1]] = kv[2] }
@@ -543,12 +541,7 @@ summarise() {
 }
 
 summarise_bulk() {
-    awk -F'\t' '
-    function median(arr, n,    i, j, t, b) {
-        for (i = 1; i <= n; i++) b[i] = arr[i]
-        for (i = 2; i <= n; i++) { t = b[i]; for (j = i - 1; j >= 1 && b[j] > t; j--) b[j + 1] = b[j]; b[j + 1] = t }
-        return (n % 2) ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2
-    }
+    awk -F'\t' "$AWK_STATS"'
     { secs[$2, $3] = $4; hwm[$2, $3] = $5; if ($3 > rounds) rounds = $3 }
     function line(name, basename, label,    r, n, rt, hw, hb) {
         n = 0
