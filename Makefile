@@ -27,7 +27,7 @@ OBJS_CITUS = src/citus.o
 OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
-DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql
+DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql
 
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
