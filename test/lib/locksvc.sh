@@ -337,9 +337,16 @@ locksvc_zk_start() {
 }
 
 locksvc_zk_stop() {
-    local i
+    local i stoppers=()
+    # all at once: a JVM takes a while to shut down (and wait for these
+    # only: the servers and workers are background jobs too)
     for i in $(seq 1 $LOCKSVC_ZK_N); do
-        locksvc_zk_server_stop "$i"
+        locksvc_zk_server_stop "$i" &
+        stoppers+=($!)
+    done
+    wait "${stoppers[@]}"
+    for i in $(seq 1 $LOCKSVC_ZK_N); do
+        LOCKSVC_ZK_PID[$i]=
     done
 }
 

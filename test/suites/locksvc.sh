@@ -149,6 +149,8 @@ write() {
         return
     fi
     local token
+    MESSAGE=
+    HINT=
     token=$(jf token)
     if [[ $REPLY == ok* ]]; then
         RESULT=ok
@@ -325,7 +327,7 @@ if locksvc_zk_start; then
     # rightful holder B is refused.
     echo "# --- ZooKeeper: leader change (zk-leader) ---"
     new_rows zk-leader zk-leader-counter
-    $PY "$CLIENTS/zk_tool.py" bump "$LOCKSVC_ZK" 60
+    $PY "$CLIENTS/zk_tool.py" bump "$LOCKSVC_ZK" 30
     start_zk A /locks/zk-leader
     locked A "kazoo Lock(/locks/zk-leader)"
     a_zxid=$(jf czxid)
