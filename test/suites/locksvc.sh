@@ -94,8 +94,19 @@ new_rows() {
     done
 }
 
-# a field of the JSON of $REPLY ("word {json}")
-jf() { $PY -c 'import json, sys; v = json.loads(sys.argv[1].split(" ", 1)[1]).get(sys.argv[2]); print("" if v is None else v)' "$REPLY" "$1"; }
+# The JSON of $REPLY ("word {json}") as shell variables J_<field>, and
+# J_FACTS: the grant's facts for the timeline (one python for all).
+jparse() {
+    unset "${!J_@}"
+    eval "$($PY -c 'import json, shlex, sys
+d = json.loads(sys.argv[1].split(" ", 1)[1])
+for k, v in d.items():
+    print(f"J_{k}={shlex.quote(str(v))}")
+facts = ", ".join(f"{k} {v}" for k, v in d.items() if k not in ("lock", "token", "session"))
+print(f"J_FACTS={shlex.quote(facts)}")' "$REPLY")"
+}
+# a field of the JSON of $REPLY, as parsed by jparse
+jf() { local v="J_$1"; echo "${!v:-}"; }
 
 # Workers.  NAME is the worker's name in the timeline.
 start_etcdctl() {   # NAME LOCK: etcdctl lock, token from ETCD_LOCK_REV
@@ -123,12 +134,8 @@ locked() {
         locksvc_event "worker $name" "$how -> no lock: ${REPLY:-nothing}"
         return 1
     fi
-    local facts
-    facts=$($PY -c 'import json, sys
-d = json.loads(sys.argv[1].split(" ", 1)[1])
-skip = {"lock", "token", "session"}
-print(", ".join(f"{k} {v}" for k, v in d.items() if k not in skip))' "$REPLY")
-    locksvc_event "worker $name" "$how -> locked $(jf lock): $facts; token $(jf token)"
+    jparse
+    locksvc_event "worker $name" "$how -> locked $(jf lock): $J_FACTS; token $(jf token)"
 }
 
 # write NAME KIND KEY [MAPPING]: one transaction; RESULT is ok or the
@@ -151,6 +158,7 @@ write() {
     local token
     MESSAGE=
     HINT=
+    jparse
     token=$(jf token)
     if [[ $REPLY == ok* ]]; then
         RESULT=ok
