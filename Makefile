@@ -24,7 +24,9 @@ OBJS_LEASE = src/lease.o
 
 OBJS_CITUS = src/citus.o
 
-OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS)
+OBJS_LOCKSVC = src/lock_services.o
+
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS) $(OBJS_LOCKSVC)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql
@@ -42,7 +44,9 @@ REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_o
 
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
-REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE)
+REGRESS_LOCKSVC = lock_services
+
+REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) $(REGRESS_LOCKSVC)
 REGRESS_OPTS = --load-extension=fencing
 
 # isolation tester: test/isolation/specs/NAME.spec against

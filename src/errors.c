@@ -20,6 +20,11 @@
  *
  * rel, when given, is reported in the error's table and schema fields;
  * scope_desc, when given, names the scope whose fence was lost to.
+ *
+ * A token equal to the fence (strict mode) is no lost lock: its holder may
+ * still hold the lock and have written with the same grant in an earlier
+ * transaction (or the fence was seeded with it).  Its message says that
+ * the token was used already, and what to do instead.
  */
 void
 ReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
@@ -27,10 +32,14 @@ ReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 {
 	char	   *token_s = FenceToCString(token);
 	char	   *fence_s = FenceToCString(fence);
+	bool		equal = FenceCmp(token, fence) == 0;
 
 	if (rel != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 equal ?
+				 errmsg("fence token %s for table \"%s\" was already used",
+						token_s, RelationGetRelationName(rel)) :
 				 errmsg("stale fence token %s for table \"%s\"",
 						token_s, RelationGetRelationName(rel)),
 				 scope_desc ?
@@ -38,15 +47,21 @@ ReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 						   scope_desc, fence_s) :
 				 errdetail("The row has already accepted fence token %s.",
 						   fence_s),
+				 equal ?
+				 errhint("A strict table accepts a token in one transaction only: the one whose write it accepted first. Retry a write through an idempotency key, take the lock again for a new token, or protect the table with strict => false to let one grant write in several transactions.") :
 				 errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.",
 						 token_s),
 				 errtable(rel)));
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 equal ?
+				 errmsg("fence token %s was already used", token_s) :
 				 errmsg("stale fence token %s", token_s),
 				 errdetail("The resource has already accepted fence token %s.",
 						   fence_s),
+				 equal ?
+				 errhint("fencing.advance() in strict mode accepts a token once. Retry a write through an idempotency key, take the lock again for a new token, or pass strict => false to accept the same token again.") :
 				 errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.",
 						 token_s)));
 	pg_unreachable();

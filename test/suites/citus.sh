@@ -739,7 +739,7 @@ like "$out" "waited=1" "race: the older token's UPDATE waited for the newer one'
 stale "$out" "race: newer token commits first, the blocked older one"
 like "$out" "fence=90:2$" "race: exactly one of the two ordered tokens won: 90:2"
 out=$(race 91:0 91:0)
-like "$out" 'ERROR:  SF001: stale fence token 91:0' "race: the same token in two transactions, the second is refused (strict)"
+like "$out" 'ERROR:  SF001: fence token 91:0 for table "[a-z_0-9]+" was already used' "race: the same token in two transactions, the second is refused (strict)"
 like "$out" "fence=91:0$" "... one write of 91:0"
 is "$(q coord "SELECT balance FROM accounts WHERE id = 9")" "1002" "... the balance shows the two accepted writes only"
 
