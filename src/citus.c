@@ -798,9 +798,22 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
  * SeedScopesFrom() of a scope whose storage is distributed: advance each
  * key's fence to the highest among source_relid's rows with one INSERT ...
  * SELECT, which Citus runs on each pair of co-located shards.  Runs as the
- * extension's owner, who owns the storage (and, Citus being installed by
- * a superuser, is one).  False when the storage is not distributed: the
- * caller seeds it as on one server.
+ * extension's owner, who owns the storage and is a superuser (the
+ * extension is not trusted): row security hides no row from it, and the
+ * key columns, of the distribution column's type and types Citus
+ * co-locates, compare with built-in operator classes.  False when the
+ * storage is not distributed: the caller seeds it as on one server.
+ *
+ * Every row committed before it is read at READ COMMITTED: the worker
+ * runs the statement with a snapshot of its own, taken after the trigger
+ * DDL of protect() or ATTACH took each shard's lock, which waited for the
+ * shard's writers (also those writing the shard directly, and those whose
+ * two-phase commit reaches the worker after the coordinator).  At
+ * REPEATABLE READ and SERIALIZABLE, Citus runs the worker's part at the
+ * same level, with a snapshot taken when the transaction first reached
+ * the worker, before those locks: such a row could be missed, and no
+ * snapshot of ours can reach the worker.  So it refuses (0A000), before
+ * writing anything, with the way that works.
  */
 bool
 FencingCitusSeedScope(const char *scope_name, const char *fence_column,
@@ -817,6 +830,14 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 	storage = ScopeStorageRegistered(scope_name);
 	if (!OidIsValid(storage) || GetCitusTable(storage).kind == CITUS_NONE)
 		return false;
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot seed the fences of distributed scope \"%s\" under REPEATABLE READ or SERIALIZABLE",
+						scope_name),
+				 errdetail("The rows of table \"%s\" are read on the workers, where this transaction's snapshot may predate rows committed while it waited for the shards' locks.",
+						   get_rel_name(source_relid)),
+				 errhint("Run it in a READ COMMITTED transaction.")));
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s AS s (", FencingQualifiedName(storage));
@@ -1011,7 +1032,7 @@ ReportShardScopeBroken(Relation rel, Oid shell, const char *scope_name,
 			 errmsg("the fencing guard of shard \"%s\" cannot find the fences of scope \"%s\"",
 					RelationGetRelationName(rel), scope_name),
 			 errdetail_internal("%s", detail),
-			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard; if the table is no longer co-located with the scope's storage, protect it with another scope_name.",
+			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard; if the table is no longer co-located with the scope's storage, co-locate it with the storage again (update_distributed_table_colocation).",
 					 FencingQualifiedName(shell)),
 			 errtable(rel)));
 }
