@@ -707,7 +707,7 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 					 errmsg("the key columns of table \"%s\" do not match fencing scope \"%s\"",
 							RelationGetRelationName(rel), scope_name),
 					 errdetail_internal("%s", why),
-					 errhint("Tables share a scope only with key columns of the same types and collations; use another scope_name.")));
+					 errhint("Tables share a scope only with key columns of the same types and collations; a table not yet protected in this scope may use another scope_name instead.")));
 		return entry.storage;
 	}
 	else
