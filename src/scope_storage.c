@@ -969,9 +969,6 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	bool		have_max = false;
 	int			rc;
 
-	/* no writer of the source may be left (see above) */
-	members = find_all_inheritors(source_relid, ShareRowExclusiveLock, NULL);
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	values[0] = ObjectIdGetDatum(protected_relid);
@@ -997,6 +994,9 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	scope_name = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
 	deconstruct_array(DatumGetArrayTypeP(keys), NAMEOID, NAMEDATALEN, false,
 					  TYPALIGN_CHAR, &keynames, NULL, &nkeys);
+
+	/* no writer of the source may be left (see above) */
+	members = find_all_inheritors(source_relid, ShareRowExclusiveLock, NULL);
 
 	/* citus: a distributed storage is seeded on its shards (citus.c) */
 	if (FencingCitusSeedScope(scope_name, fence_column, nkeys, keynames, source_relid))
