@@ -545,7 +545,7 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 						scope_name, get_rel_name(other), RelationGetRelationName(rel)),
 				 errdetail("Table \"%s\" and table \"%s\" are not co-located: a key's fence would not live on the node of the key's rows in both.",
 						   get_rel_name(other), RelationGetRelationName(rel)),
-				 errhint("Choose another scope_name, or distribute both tables co-located (create_distributed_table(..., colocate_with => '%s')).",
+				 errhint("Distribute both tables co-located (create_distributed_table(..., colocate_with => '%s')); a table not yet protected in this scope may use another scope_name instead.",
 						 FencingQualifiedName(other))));
 	}
 }
@@ -573,14 +573,14 @@ CheckStorageColocation(Relation rel, CitusTable *ct, int dist_key,
 						scope_name, RelationGetRelationName(rel)),
 				 errdetail("The scope keeps its fences on the shards of distributed tables, and table \"%s\" is not distributed.",
 						   RelationGetRelationName(rel)),
-				 errhint("Choose another scope_name, or distribute the table co-located with the scope's tables first.")));
+				 errhint("Distribute the table co-located with the scope's tables first; a table not yet protected in this scope may use another scope_name instead.")));
 	if (st.kind == CITUS_NONE)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("fencing scope \"%s\" cannot hold on distributed table \"%s\"",
 						scope_name, RelationGetRelationName(rel)),
 				 errdetail("The scope keeps its fences in one table on the coordinator, and the guard runs on the node of each shard."),
-				 errhint("Choose another scope_name: a new scope of a distributed table keeps its fences co-located with its shards.")));
+				 errhint("A table not yet protected in this scope may use another scope_name: a new scope of a distributed table keeps its fences co-located with its shards.")));
 	if (st.kind != CITUS_HASH || st.colocationid != ct->colocationid)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -588,7 +588,7 @@ CheckStorageColocation(Relation rel, CitusTable *ct, int dist_key,
 						scope_name, RelationGetRelationName(rel)),
 				 errdetail("The scope keeps its fences co-located with the tables already in it, and table \"%s\" is not co-located with them: a key's fence would not live on the node of the key's rows.",
 						   RelationGetRelationName(rel)),
-				 errhint("Choose another scope_name, or distribute the table co-located with the scope's tables (create_distributed_table(..., colocate_with => '%s') or update_distributed_table_colocation()).",
+				 errhint("Distribute the table co-located with the scope's tables (create_distributed_table(..., colocate_with => '%s') or update_distributed_table_colocation()); a table not yet protected in this scope may use another scope_name instead.",
 						 FencingQualifiedName(storage))));
 	want = psprintf("key_%d", dist_key);
 	if (st.distcol == NULL || strcmp(st.distcol, want) != 0)
@@ -599,7 +599,7 @@ CheckStorageColocation(Relation rel, CitusTable *ct, int dist_key,
 				 errdetail("The scope's fences are distributed by its key column %s, and the distribution column \"%s\" of table \"%s\" is key column %d.",
 						   st.distcol ? st.distcol + 4 : "?", ct->distcol,
 						   RelationGetRelationName(rel), dist_key),
-				 errhint("List the key columns so that the distribution column \"%s\" comes at position %s, as in the tables already in the scope, or choose another scope_name.",
+				 errhint("List the key columns so that the distribution column \"%s\" comes at position %s, as in the tables already in the scope; a table not yet protected in this scope may use another scope_name instead.",
 						 ct->distcol, st.distcol ? st.distcol + 4 : "?")));
 }
 
@@ -798,9 +798,22 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
  * SeedScopesFrom() of a scope whose storage is distributed: advance each
  * key's fence to the highest among source_relid's rows with one INSERT ...
  * SELECT, which Citus runs on each pair of co-located shards.  Runs as the
- * extension's owner, who owns the storage (and, Citus being installed by
- * a superuser, is one).  False when the storage is not distributed: the
- * caller seeds it as on one server.
+ * extension's owner, who owns the storage and is a superuser (the
+ * extension is not trusted): row security hides no row from it, and the
+ * key columns, of the distribution column's type and types Citus
+ * co-locates, compare with built-in operator classes.  False when the
+ * storage is not distributed: the caller seeds it as on one server.
+ *
+ * Every row committed before it is read at READ COMMITTED: the worker
+ * runs the statement with a snapshot of its own, taken after the trigger
+ * DDL of protect() or ATTACH took each shard's lock, which waited for the
+ * shard's writers (also those writing the shard directly, and those whose
+ * two-phase commit reaches the worker after the coordinator).  At
+ * REPEATABLE READ and SERIALIZABLE, Citus runs the worker's part at the
+ * same level, with a snapshot taken when the transaction first reached
+ * the worker, before those locks: such a row could be missed, and no
+ * snapshot of ours can reach the worker.  So it refuses (0A000), before
+ * writing anything, with the way that works.
  */
 bool
 FencingCitusSeedScope(const char *scope_name, const char *fence_column,
@@ -817,6 +830,14 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 	storage = ScopeStorageRegistered(scope_name);
 	if (!OidIsValid(storage) || GetCitusTable(storage).kind == CITUS_NONE)
 		return false;
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot seed the fences of distributed scope \"%s\" under REPEATABLE READ or SERIALIZABLE",
+						scope_name),
+				 errdetail("The rows of table \"%s\" are read on the workers, where this transaction's snapshot may predate rows committed while it waited for the shards' locks.",
+						   get_rel_name(source_relid)),
+				 errhint("Run it in a READ COMMITTED transaction.")));
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "INSERT INTO %s AS s (", FencingQualifiedName(storage));
@@ -866,8 +887,8 @@ FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
 					scope->scope_name, RelationGetRelationName(rel)),
 			 errdetail("The scope's fences live on the shards of its distributed tables; table \"%s\" was protected as one of them.",
 					   RelationGetRelationName(rel)),
-			 errhint("Distribute the table again co-located with the scope, or call fencing.unprotect('%s') and protect it in another scope.",
-					 FencingQualifiedName(RelationGetRelid(rel))),
+			 errhint("Distribute the table again, co-located with the scope's tables (create_distributed_table(..., colocate_with => '%s')).",
+					 FencingQualifiedName(scope->relid)),
 			 errtable(rel)));
 }
 
@@ -1011,7 +1032,7 @@ ReportShardScopeBroken(Relation rel, Oid shell, const char *scope_name,
 			 errmsg("the fencing guard of shard \"%s\" cannot find the fences of scope \"%s\"",
 					RelationGetRelationName(rel), scope_name),
 			 errdetail_internal("%s", detail),
-			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard; if the table is no longer co-located with the scope's storage, protect it with another scope_name.",
+			 errhint("Call fencing.protect('%s') on the coordinator again to repair its guard; if the table is no longer co-located with the scope's storage, co-locate it with the storage again (update_distributed_table_colocation).",
 					 FencingQualifiedName(shell)),
 			 errtable(rel)));
 }

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -26,6 +27,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "fencing.h"
@@ -139,4 +141,36 @@ FencingRunUtility(const char *sql)
 	if (rc != SPI_OK_UTILITY)
 		elog(ERROR, "SPI_execute failed for \"%s\": %s", sql,
 			 SPI_result_code_string(rc));
+}
+
+/*
+ * Run a query of the extension's own tables (inside SPI) under a snapshot
+ * taken now rather than the transaction's: fencing.protected and the scope
+ * registry say how tables are protected, and a transaction at REPEATABLE
+ * READ or SERIALIZABLE must find them as they are, as it finds the system
+ * catalogs, or it would judge writes, create scopes and drop storage by a
+ * state that has changed since its snapshot.  Callers hold the locks that
+ * keep what they read from changing before they act on it.  Arguments as
+ * for SPI_execute_with_args(); returns the SPI result code.
+ */
+int
+FencingExecuteLatest(const char *sql, int nargs, Oid *argtypes, Datum *values,
+					 const char *nulls, bool read_only, long tcount)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+	Snapshot	snapshot;
+	int			rc;
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	/* what this transaction wrote so far, too */
+	if (!read_only)
+		CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rc = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot,
+							  read_only, true, tcount);
+	UnregisterSnapshot(snapshot);
+	SPI_freeplan(plan);
+	return rc;
 }

@@ -56,6 +56,9 @@ extern bool FencingActsFor(Oid owner);
 extern char *FencingQualifiedName(Oid relid);
 extern Oid	FencingRelOwner(Oid relid);
 extern void FencingRunUtility(const char *sql);
+extern int	FencingExecuteLatest(const char *sql, int nargs, Oid *argtypes,
+								 Datum *values, const char *nulls,
+								 bool read_only, long tcount);
 
 /* fence.c */
 extern int	FenceCmp(const Fence *a, const Fence *b);
@@ -146,6 +149,8 @@ extern bool ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 								 const Fence *token, bool strict, Fence *lost_to);
 extern bool ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls,
 						const Fence *fence, Fence *current);
+extern void ScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls,
+					  const Fence *fence);
 extern void ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
 					   Datum *key, bool *nulls);
 extern int	ScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
@@ -161,7 +166,9 @@ extern Oid	ScopeStorageRegistered(const char *scope_name);
 extern ScopeStorage *ScopeStorageOpenRelation(Oid storage, const char *scope_name,
 											  bool table_scope, MemoryContext cxt);
 extern Oid	ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
-							const AttrNumber *key_attnums, const char *const *key_names);
+							const AttrNumber *key_attnums, const char *const *key_names,
+							bool protected_here);
+pg_noreturn extern void ReportScopeStorageMissing(const char *scope_name, Oid relid);
 extern void CheckScopeName(const char *scope_name);
 extern void CheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name);
 extern void SeedScopesFrom(Oid protected_relid, Oid source_relid);

@@ -110,7 +110,10 @@ CheckKeysMatchScope(Relation rel, GuardConfig *cfg)
 
 /*
  * Read the settings of relid from fencing.protected into entry; false when
- * relid is not named there.  Runs inside SPI.
+ * relid is not named there.  Read as they are now, as the catalogs are
+ * (the guard trigger was found in them): a writer whose REPEATABLE READ
+ * snapshot predates the protection is judged by it, rather than refused as
+ * broken.  Runs inside SPI.
  */
 static bool
 ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
@@ -126,10 +129,10 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 	MemoryContext oldcxt;
 	int			rc;
 
-	rc = SPI_execute_with_args("SELECT fence_column, key_columns, strict, scope_name, lease "
-							   "FROM fencing.protected "
-							   "WHERE relid OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, values, NULL, true, 1);
+	rc = FencingExecuteLatest("SELECT fence_column, key_columns, strict, scope_name, lease "
+							  "FROM fencing.protected "
+							  "WHERE relid OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, true, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
@@ -186,9 +189,9 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 	if (cfg->nkeys >= 0 && ScopeStorageLayout())
 	{
 		cfg->scope = ScopeStorageOpen(cfg->scope_name, entry->cxt);
+		/* not "protect again": that would start the scope from the rows */
 		if (cfg->scope == NULL)
-			ReportBrokenGuard(rel, psprintf("Its fence scope \"%s\" has no storage.",
-											cfg->scope_name));
+			ReportScopeStorageMissing(cfg->scope_name, relid);
 		CheckKeysMatchScope(rel, cfg);
 		/* citus: a distributed storage is written on its shards only */
 		FencingCitusCheckLocalStorage(rel, cfg->scope);

@@ -68,17 +68,32 @@ CheckProtectable(Relation rel, const char *action)
 					   RelationGetRelationName(rel));
 }
 
-/* Is relid named in fencing.protected?  Runs inside SPI. */
+/*
+ * Is relid named in fencing.protected (in key or table scope scope_name,
+ * when that is not NULL)?  Read as it is now, at every isolation level
+ * (the caller holds the table's lock).  Runs inside SPI.
+ */
 static bool
-IsProtected(Oid relid)
+IsProtected(Oid relid, const char *scope_name)
 {
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	Oid			argtypes[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
 	int			rc;
 
-	rc = SPI_execute_with_args("SELECT 1 FROM fencing.protected "
-							   "WHERE relid OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, values, NULL, true, 1);
+	values[0] = ObjectIdGetDatum(relid);
+	if (scope_name == NULL)
+		rc = FencingExecuteLatest("SELECT 1 FROM fencing.protected "
+								  "WHERE relid OPERATOR(pg_catalog.=) $1",
+								  1, argtypes, values, NULL, true, 1);
+	else
+	{
+		values[1] = CStringGetTextDatum(scope_name);
+		rc = FencingExecuteLatest("SELECT 1 FROM fencing.protected "
+								  "WHERE relid OPERATOR(pg_catalog.=) $1 "
+								  "AND scope_name OPERATOR(pg_catalog.=) $2 "
+								  "AND key_columns IS NOT NULL",
+								  2, argtypes, values, NULL, true, 1);
+	}
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read fencing.protected: %s",
 			 SPI_result_code_string(rc));
@@ -325,11 +340,15 @@ fencing_protect(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	/* key and table scope: the scope's storage, the caller's to use */
+	/*
+	 * key and table scope: the scope's storage, the caller's to use; a table
+	 * protected in the scope already finds it there, or its fences are lost
+	 */
 	if (nkeys >= 0)
 	{
 		Oid			storage = ScopeStorageFor(scope_name, rel, nkeys, key_attnums,
-											  key_names);
+											  key_names,
+											  IsProtected(relid, scope_name));
 
 		/* citus: distributed co-located with a distributed table (citus.c) */
 		FencingCitusPrepareStorage(rel, storage);
@@ -343,7 +362,10 @@ fencing_protect(PG_FUNCTION_ARGS)
 	RunWithDdlGuardSuspended(InstallTriggers, relid, tree);
 	FencingGuardTree(relid);	/* ddlguard: inheritance children too */
 
-	/* the catalog, as the extension owner */
+	/*
+	 * the catalog, as the extension owner; as it is now, at every isolation
+	 * level (a row committed since a REPEATABLE READ snapshot is updated)
+	 */
 	FencingBecomeOwner(&saved);
 	{
 		Oid			argtypes[6] = {OIDOID, NAMEOID, NAMEARRAYOID, BOOLOID, TEXTOID, TEXTOID};
@@ -361,15 +383,15 @@ fencing_protect(PG_FUNCTION_ARGS)
 		values[5] = lease ? CStringGetTextDatum(lease) : (Datum) 0;
 		if (lease == NULL)
 			nulls[5] = 'n';
-		rc = SPI_execute_with_args("INSERT INTO fencing.protected AS p "
-								   "(relid, fence_column, key_columns, strict, scope_name, lease) "
-								   "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (relid) DO UPDATE "
-								   "SET fence_column = EXCLUDED.fence_column, "
-								   "key_columns = EXCLUDED.key_columns, "
-								   "strict = EXCLUDED.strict, "
-								   "scope_name = EXCLUDED.scope_name, "
-								   "lease = EXCLUDED.lease",
-								   6, argtypes, values, nulls, false, 0);
+		rc = FencingExecuteLatest("INSERT INTO fencing.protected AS p "
+								  "(relid, fence_column, key_columns, strict, scope_name, lease) "
+								  "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (relid) DO UPDATE "
+								  "SET fence_column = EXCLUDED.fence_column, "
+								  "key_columns = EXCLUDED.key_columns, "
+								  "strict = EXCLUDED.strict, "
+								  "scope_name = EXCLUDED.scope_name, "
+								  "lease = EXCLUDED.lease",
+								  6, argtypes, values, nulls, false, 0);
 		if (rc != SPI_OK_INSERT)
 			elog(ERROR, "could not record the protection: %s",
 				 SPI_result_code_string(rc));
@@ -406,7 +428,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (!IsProtected(relid))
+	if (!IsProtected(relid, NULL))
 	{
 		ereport(NOTICE,
 				(errmsg("table \"%s\" is not protected, skipping",
@@ -426,9 +448,9 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 		Datum		values[1] = {ObjectIdGetDatum(relid)};
 		int			rc;
 
-		rc = SPI_execute_with_args("DELETE FROM fencing.protected "
-								   "WHERE relid OPERATOR(pg_catalog.=) $1",
-								   1, argtypes, values, NULL, false, 0);
+		rc = FencingExecuteLatest("DELETE FROM fencing.protected "
+								  "WHERE relid OPERATOR(pg_catalog.=) $1",
+								  1, argtypes, values, NULL, false, 0);
 		if (rc != SPI_OK_DELETE)
 			elog(ERROR, "could not remove the protection: %s",
 				 SPI_result_code_string(rc));

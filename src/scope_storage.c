@@ -25,25 +25,45 @@
  * them, with their rows, as ordinary tables of schema fencing, and
  * pg_upgrade carries them over; the registry is a configuration table.
  *
+ * The registry is read as it is now (FencingExecuteLatest), at every
+ * isolation level, and protect() and reset_scope() of one scope name take
+ * turns on a lock of that name: a REPEATABLE READ or SERIALIZABLE caller
+ * gets the answers a READ COMMITTED one gets.
+ *
+ * Seeding (SeedScopesFrom): a table protected, or a partition or child
+ * joining a protected tree, brings the fences of its rows into the scope.
+ * It reads every row committed before it: under locks that keep writers
+ * out (ShareRowExclusiveLock on every member), with a snapshot taken after
+ * them, also under REPEATABLE READ and SERIALIZABLE, whose own snapshot
+ * may predate rows committed while the lock was awaited (it seeds from the
+ * latest committed state rather than fail: see SeedScopesFrom).  It scans
+ * the heap directly: row security never hides a row from it, and the only
+ * code it runs is the key types' comparison functions, as the caller.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/hash.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
 #include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_opclass.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -51,6 +71,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/inval.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -58,7 +79,9 @@
 #include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/tuplesort.h"
 #include "utils/varlena.h"
 #include "common/hashfn.h"
 
@@ -70,6 +93,7 @@
 PG_FUNCTION_INFO_V1(fencing_scope_create);
 PG_FUNCTION_INFO_V1(fencing_invalidate_guards);
 PG_FUNCTION_INFO_V1(fencing_scope_key);
+PG_FUNCTION_INFO_V1(fencing_reset_scope);
 
 /* The OID of the registry, or InvalidOid while the objects are at 1.0. */
 static Oid
@@ -160,7 +184,12 @@ typedef struct ScopeRegistryEntry
 	bool		table_scope;
 } ScopeRegistryEntry;
 
-/* Look a scope up in the registry (inside SPI); false when it is absent. */
+/*
+ * Look a scope up in the registry (inside SPI), as it is now (see
+ * FencingExecuteLatest); false when it is absent.  for_update locks the
+ * row (a row changed since the transaction's snapshot then fails with
+ * 40001 under REPEATABLE READ and SERIALIZABLE).
+ */
 static bool
 ReadRegistry(const char *scope_name, bool for_update, ScopeRegistryEntry *entry)
 {
@@ -172,14 +201,14 @@ ReadRegistry(const char *scope_name, bool for_update, ScopeRegistryEntry *entry)
 
 	values[0] = CStringGetTextDatum(scope_name);
 	FencingBecomeOwner(&saved);
-	rc = SPI_execute_with_args(for_update ?
-							   "SELECT owner::pg_catalog.oid, storage::pg_catalog.oid, table_scope "
-							   "FROM fencing.scope_storage "
-							   "WHERE scope_name OPERATOR(pg_catalog.=) $1 FOR UPDATE" :
-							   "SELECT owner::pg_catalog.oid, storage::pg_catalog.oid, table_scope "
-							   "FROM fencing.scope_storage "
-							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, values, NULL, false, 1);
+	rc = FencingExecuteLatest(for_update ?
+							  "SELECT owner::pg_catalog.oid, storage::pg_catalog.oid, table_scope "
+							  "FROM fencing.scope_storage "
+							  "WHERE scope_name OPERATOR(pg_catalog.=) $1 FOR UPDATE" :
+							  "SELECT owner::pg_catalog.oid, storage::pg_catalog.oid, table_scope "
+							  "FROM fencing.scope_storage "
+							  "WHERE scope_name OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, !for_update, 1);
 	FencingRestoreUser(&saved);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read fencing.scope_storage: %s",
@@ -352,18 +381,48 @@ ScopeStorageOpenRelation(Oid storage, const char *scope_name, bool table_scope,
 }
 
 /*
+ * Raise SF005: the fences of scope_name are gone (its storage table, or
+ * its row of the registry, while a table is protected into it).  Nothing
+ * can rebuild them: the fences in the rows of its tables may be older than
+ * the lost ones (a row deleted, a key advanced by another table of the
+ * scope), so starting the scope again from them could let a stale writer
+ * in.  Its tables refuse every write until the fences are back.
+ */
+void
+ReportScopeStorageMissing(const char *scope_name, Oid relid)
+{
+	if (OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+				 errmsg("the fence storage of scope \"%s\" of table \"%s\" is missing",
+						scope_name, get_rel_name(relid)),
+				 errdetail("The table is protected in this scope, but the scope's fences are gone; starting the scope again from the fences in the table's rows could let a token older than a lost fence write."),
+				 errhint("Restore the scope's storage table and its row of fencing.scope_storage from a backup (pg_dump keeps both); until then writes to the table are refused.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("the fence storage of scope \"%s\" is missing", scope_name),
+			 errdetail("The scope's fences are gone; starting the scope again from the fences in its tables' rows could let a token older than a lost fence write."),
+			 errhint("Restore the scope's storage table and its row of fencing.scope_storage from a backup (pg_dump keeps both); until then writes to its tables are refused.")));
+}
+
+/*
  * Do the key columns of rel match a scope's storage: the same number, the
  * same (base) types and the same collations?  *why says how they differ.
+ * SF005 when the storage table is gone.
  */
 static bool
 KeysMatchStorage(Relation rel, int nkeys, const AttrNumber *key_attnums,
-				 Oid storage, bool table_scope, bool storage_table_scope,
-				 char **why)
+				 const char *scope_name, Oid storage, bool table_scope,
+				 bool storage_table_scope, char **why)
 {
-	Relation	srel = table_open(storage, AccessShareLock);
-	TupleDesc	sdesc = RelationGetDescr(srel);
+	Relation	srel = try_table_open(storage, AccessShareLock);
+	TupleDesc	sdesc;
 	bool		match = true;
 	int			i;
+
+	if (srel == NULL)
+		ReportScopeStorageMissing(scope_name, InvalidOid);
+	sdesc = RelationGetDescr(srel);
 
 	if (table_scope != storage_table_scope)
 	{
@@ -554,48 +613,101 @@ CheckNotAnotherTablesName(const char *scope_name, Oid relid)
 }
 
 /*
- * The storage of scope_name for protecting rel with these key columns
- * (nkeys 0: table scope), created when the scope is new.  Raises 42501
- * when the scope belongs to a role the current user cannot act for, and
- * 42804 when its key types differ from the table's.  Holds a lock on the
- * scope's name until the transaction ends, so that concurrent protect()
- * and reset_scope() calls take turns.  Runs inside SPI.
+ * Take the lock protect() and reset_scope() hold on a scope's name until
+ * the transaction ends, so that they take turns: what one of them reads of
+ * the scope (as it is now) cannot change before it commits.
  */
-Oid
-ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
-				const AttrNumber *key_attnums, const char *const *key_names)
+static void
+LockScopeName(const char *scope_name)
 {
-	ScopeRegistryEntry entry;
 	LOCKTAG		tag;
-	bool		table_scope = nkeys == 0;
-	char	   *why = NULL;
 
-	RequireStorageLayout();
-	CheckScopeName(scope_name);
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, RegistryOid(),
 						 hash_bytes((const unsigned char *) scope_name,
 									strlen(scope_name)),
 						 FENCING_SCOPE_NAME_LOCK);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+/*
+ * Raise 42501: the current user may not protect rel into scope_name, which
+ * belongs to owner.  The remedy depends on whether rel is protected in the
+ * scope already (its owner changed since): then another scope_name would
+ * start its fences again from its rows, lower than the scope's may be.
+ */
+static void
+ReportScopeOfAnotherRole(const char *scope_name, Oid owner, Relation rel,
+						 bool protected_here)
+{
+	char	   *owner_name = GetUserNameFromId(owner, true);
+
+	if (protected_here)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for fencing scope \"%s\"", scope_name),
+				 owner_name != NULL ?
+				 errdetail("Table \"%s\" is protected in this scope, which belongs to role \"%s\".",
+						   RelationGetRelationName(rel), owner_name) :
+				 errdetail("Table \"%s\" is protected in this scope, which belongs to a role that no longer exists (OID %u).",
+						   RelationGetRelationName(rel), owner),
+				 errhint("Have the extension's owner give the scope to the table's owner: UPDATE fencing.scope_storage SET owner = %s WHERE scope_name = %s.",
+						 quote_literal_cstr(GetUserNameFromId(rel->rd_rel->relowner, false)),
+						 quote_literal_cstr(scope_name))));
+	if (owner_name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for fencing scope \"%s\"", scope_name),
+				 errdetail("The scope belongs to a role that no longer exists (OID %u); its fences were set by that role's tables.",
+						   owner),
+				 errhint("Have the extension's owner remove the scope with fencing.reset_scope(%s), or protect the table with another scope_name.",
+						 quote_literal_cstr(scope_name))));
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for fencing scope \"%s\"", scope_name),
+			 errdetail("The scope belongs to role \"%s\"; its fences were set by that role's tables.",
+					   owner_name),
+			 errhint("Protect the table with another scope_name, or have the extension's owner remove the scope with fencing.reset_scope(%s) if its fences are no longer wanted.",
+					 quote_literal_cstr(scope_name))));
+}
+
+/*
+ * The storage of scope_name for protecting rel with these key columns
+ * (nkeys 0: table scope), created when the scope is new.  Raises 42501
+ * when the scope belongs to a role the current user cannot act for, and
+ * 42804 when its key types differ from the table's.  protected_here: rel
+ * is protected in this scope already, so a scope that is not there has
+ * lost its fences (SF005, never created again from the rows).  Holds a
+ * lock on the scope's name until the transaction ends, so that concurrent
+ * protect() and reset_scope() calls take turns; reads the registry as it
+ * is now, so that a caller at REPEATABLE READ or SERIALIZABLE sees a scope
+ * created since its snapshot (and gets 42501, not a unique violation).
+ * Runs inside SPI.
+ */
+Oid
+ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
+				const AttrNumber *key_attnums, const char *const *key_names,
+				bool protected_here)
+{
+	ScopeRegistryEntry entry;
+	bool		table_scope = nkeys == 0;
+	char	   *why = NULL;
+
+	RequireStorageLayout();
+	CheckScopeName(scope_name);
+	LockScopeName(scope_name);
 
 	if (ReadRegistry(scope_name, true, &entry))
 	{
 		if (!FencingActsFor(entry.owner))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for fencing scope \"%s\"", scope_name),
-					 errdetail("The scope belongs to role \"%s\"; its fences were set by that role's tables.",
-							   GetUserNameFromId(entry.owner, false)),
-					 errhint("Protect the table with another scope_name, or have the extension's owner remove the scope with fencing.reset_scope(%s) if its fences are no longer wanted.",
-							 quote_literal_cstr(scope_name))));
-		if (!KeysMatchStorage(rel, nkeys, key_attnums, entry.storage,
+			ReportScopeOfAnotherRole(scope_name, entry.owner, rel, protected_here);
+		if (!KeysMatchStorage(rel, nkeys, key_attnums, scope_name, entry.storage,
 							  table_scope, entry.table_scope, &why))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("the key columns of table \"%s\" do not match fencing scope \"%s\"",
 							RelationGetRelationName(rel), scope_name),
 					 errdetail_internal("%s", why),
-					 errhint("Tables share a scope only with key columns of the same types and collations; use another scope_name.")));
+					 errhint("Tables share a scope only with key columns of the same types and collations; a table not yet protected in this scope may use another scope_name instead.")));
 		return entry.storage;
 	}
 	else
@@ -604,6 +716,8 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 		Oid		   *collations = palloc(sizeof(Oid) * Max(nkeys, 1));
 		int			i;
 
+		if (protected_here)
+			ReportScopeStorageMissing(scope_name, RelationGetRelid(rel));
 		CheckNotAnotherTablesName(scope_name, RelationGetRelid(rel));
 		for (i = 0; i < nkeys; i++)
 			KeyColumnType(rel, key_attnums[i], &types[i], &collations[i]);
@@ -612,12 +726,224 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 	}
 }
 
+/* What SeedScopesFrom() reads of one relation with rows. */
+typedef struct SeedSource
+{
+	Relation	rel;
+	AttrNumber	fence_attnum;
+	AttrNumber	key_attnums[INDEX_MAX_KEYS];
+} SeedSource;
+
+/*
+ * Find the fence and key columns of member (a member of the tree being
+ * seeded; its columns may sit at other positions than the protected
+ * table's) by name.
+ */
+static void
+SeedColumns(SeedSource *src, ScopeStorage *scope, const char *fence_column,
+			int nkeys, Datum *keynames)
+{
+	Oid			relid = RelationGetRelid(src->rel);
+	int			i;
+
+	src->fence_attnum = get_attnum(relid, fence_column);
+	if (src->fence_attnum <= 0 || get_atttype(relid, src->fence_attnum) != FencingTypeOid())
+		elog(ERROR, "fence column \"%s\" of relation \"%s\" is missing",
+			 fence_column, RelationGetRelationName(src->rel));
+	for (i = 0; i < nkeys; i++)
+	{
+		const char *name = NameStr(*DatumGetName(keynames[i]));
+
+		src->key_attnums[i] = get_attnum(relid, name);
+		if (src->key_attnums[i] <= 0)
+			elog(ERROR, "key column \"%s\" of relation \"%s\" is missing",
+				 name, RelationGetRelationName(src->rel));
+		/* the DDL guard keeps a tree's key columns of one type */
+		if (!scope->table_scope &&
+			getBaseType(get_atttype(relid, src->key_attnums[i])) != scope->types[i])
+			elog(ERROR, "key column \"%s\" of relation \"%s\" does not match its scope",
+				 name, RelationGetRelationName(src->rel));
+	}
+}
+
+/*
+ * A sort of (key..., fence) by key in the storage index's order: the
+ * storage's key types and collations, the btree "<" of its operator
+ * families, NULLs last (as ScopeKeyCompare orders them).
+ */
+static Tuplesortstate *
+BeginKeySort(ScopeStorage *scope, TupleDesc *desc)
+{
+	Relation	idx = index_open(scope->indexid, AccessShareLock);
+	AttrNumber	attnums[INDEX_MAX_KEYS];
+	Oid			operators[INDEX_MAX_KEYS];
+	Oid			collations[INDEX_MAX_KEYS];
+	bool		nulls_first[INDEX_MAX_KEYS];
+	int			i;
+
+	*desc = CreateTemplateTupleDesc(scope->nkeys + 1);
+	for (i = 0; i < scope->nkeys; i++)
+	{
+		TupleDescInitEntry(*desc, i + 1, NULL, scope->types[i], -1, 0);
+		TupleDescInitEntryCollation(*desc, i + 1, scope->collations[i]);
+		attnums[i] = i + 1;
+		operators[i] = get_opfamily_member(idx->rd_opfamily[i], idx->rd_opcintype[i],
+										   idx->rd_opcintype[i], BTLessStrategyNumber);
+		if (!OidIsValid(operators[i]))
+			elog(ERROR, "missing ordering operator for type %s in opfamily %u",
+				 format_type_be(idx->rd_opcintype[i]), idx->rd_opfamily[i]);
+		collations[i] = scope->collations[i];
+		nulls_first[i] = false;
+	}
+	TupleDescInitEntry(*desc, scope->nkeys + 1, NULL, FencingTypeOid(), -1, 0);
+	index_close(idx, AccessShareLock);
+	return tuplesort_begin_heap(*desc, scope->nkeys, attnums, operators,
+								collations, nulls_first, maintenance_work_mem,
+								NULL, TUPLESORT_NONE);
+}
+
+/*
+ * Read every row of src visible to snapshot that has a fence: in table
+ * scope, raise *max to the highest fence; in key scope, put (key, fence)
+ * into sort.
+ */
+static void
+ScanSeedSource(SeedSource *src, ScopeStorage *scope, Snapshot snapshot,
+			   Tuplesortstate *sort, TupleTableSlot *sortslot,
+			   Fence *max, bool *have_max)
+{
+	TableScanDesc scan = table_beginscan(src->rel, snapshot, 0, NULL);
+	TupleTableSlot *slot = table_slot_create(src->rel, NULL);
+	MemoryContext rowcxt = AllocSetContextCreate(CurrentMemoryContext,
+												 "fencing seed row",
+												 ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt;
+	int			i;
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		fence;
+
+		CHECK_FOR_INTERRUPTS();
+		fence = slot_getattr(slot, src->fence_attnum, &isnull);
+		if (isnull)
+			continue;			/* a row without a fence fences nothing */
+		if (scope->table_scope)
+		{
+			if (!*have_max || FenceCmp(DatumGetFenceP(fence), max) > 0)
+				*max = *DatumGetFenceP(fence);
+			*have_max = true;
+			continue;
+		}
+		MemoryContextReset(rowcxt);
+		oldcxt = MemoryContextSwitchTo(rowcxt);
+		ExecClearTuple(sortslot);
+		for (i = 0; i < scope->nkeys; i++)
+		{
+			Datum		value = slot_getattr(slot, src->key_attnums[i], &isnull);
+
+			/* a key is stored alone, never as a pointer into a TOAST table */
+			if (!isnull && scope->typlen[i] == -1 &&
+				VARATT_IS_EXTERNAL(DatumGetPointer(value)))
+				value = PointerGetDatum(detoast_external_attr((struct varlena *)
+															  DatumGetPointer(value)));
+			sortslot->tts_values[i] = value;
+			sortslot->tts_isnull[i] = isnull;
+		}
+		sortslot->tts_values[scope->nkeys] = fence;
+		sortslot->tts_isnull[scope->nkeys] = false;
+		ExecStoreVirtualTuple(sortslot);
+		tuplesort_puttupleslot(sort, sortslot);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	if (sortslot != NULL)
+		ExecClearTuple(sortslot);
+	MemoryContextDelete(rowcxt);
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+}
+
+/*
+ * Advance each key of scope to the highest fence of its rows, from sort
+ * (sorted by key: the rows of one key are neighbours).
+ */
+static void
+SeedSortedKeys(ScopeStorage *scope, Tuplesortstate *sort, TupleDesc desc)
+{
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsMinimalTuple);
+	MemoryContext keycxt = AllocSetContextCreate(CurrentMemoryContext,
+												 "fencing seed key",
+												 ALLOCSET_DEFAULT_SIZES);
+	Datum		key[INDEX_MAX_KEYS];
+	bool		nulls[INDEX_MAX_KEYS];
+	Fence		max;
+	bool		have = false;
+	int			i;
+
+	while (tuplesort_gettupleslot(sort, true, false, slot, NULL))
+	{
+		Fence	   *fence;
+		MemoryContext oldcxt;
+
+		CHECK_FOR_INTERRUPTS();
+		slot_getallattrs(slot);
+		fence = DatumGetFenceP(slot->tts_values[scope->nkeys]);
+		if (have && ScopeKeyCompare(scope, key, nulls, slot->tts_values,
+									slot->tts_isnull) == 0)
+		{
+			if (FenceCmp(fence, &max) > 0)
+				max = *fence;
+			continue;
+		}
+		if (have)
+			ScopeSeed(scope, key, nulls, &max);
+		/* a new key: keep a copy, the slot's tuple goes with the next one */
+		MemoryContextReset(keycxt);
+		oldcxt = MemoryContextSwitchTo(keycxt);
+		for (i = 0; i < scope->nkeys; i++)
+		{
+			nulls[i] = slot->tts_isnull[i];
+			key[i] = nulls[i] ? (Datum) 0 :
+				datumCopy(slot->tts_values[i], scope->typbyval[i], scope->typlen[i]);
+		}
+		MemoryContextSwitchTo(oldcxt);
+		max = *fence;
+		have = true;
+	}
+	if (have)
+		ScopeSeed(scope, key, nulls, &max);
+	MemoryContextDelete(keycxt);
+	ExecDropSingleTupleTableSlot(slot);
+}
+
 /*
  * Advance the fences of protected_relid's scope to the highest fence among
- * source_relid's rows of each key (source may be the table itself, or a
- * partition or child joining it).  Reads source as the current user; a
- * seeded fence is no write of this transaction: it does not make an equal
- * token acceptable in strict mode.  Nothing to do in row scope.
+ * the rows of source_relid and its partitions and inheritance children
+ * (source may be the protected table itself, or a table joining its tree:
+ * ATTACH PARTITION, INHERIT).  Nothing to do in row scope, whose fences
+ * are the rows' own.
+ *
+ * Every row committed before this returns is read.  Writers are kept out
+ * first: ShareRowExclusiveLock on every member, which protect() holds
+ * already, ATTACH PARTITION holds stronger, and INHERIT holds once the
+ * child's guard triggers are in (so a row written before the guard was
+ * there has committed or rolled back).  Then a snapshot is taken, also
+ * under REPEATABLE READ and SERIALIZABLE: their own snapshot may predate
+ * rows that committed while the lock was awaited.  Seeding from the
+ * latest committed state rather than failing with 40001 is what an
+ * operator switching protection on for a busy table wants: with writers
+ * committing all the time, such a protect() would fail nearly every time
+ * it waited, and retrying it would not help; and reading the newest state
+ * can only raise a fence, never let a stale writer in.
+ *
+ * The rows are read by a heap scan, not a query: no row security policy
+ * (FORCE ROW LEVEL SECURITY, policies of partitions or children) hides a
+ * row from it, and no role's code runs with rights it does not have.  The
+ * rows are grouped by key with the scope's own btree order (a sort that
+ * spills to disk beyond maintenance_work_mem), as the caller.  A seeded
+ * fence is no write of this transaction: it does not make an equal token
+ * acceptable in strict mode.
  */
 void
 SeedScopesFrom(Oid protected_relid, Oid source_relid)
@@ -633,17 +959,22 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	Datum	   *keynames = NULL;
 	int			nkeys;
 	ScopeStorage *scope;
-	StringInfoData sql;
-	Portal		portal;
+	List	   *members;
+	ListCell   *lc;
+	Snapshot	snapshot;
+	Tuplesortstate *sort = NULL;
+	TupleDesc	sortdesc = NULL;
+	TupleTableSlot *sortslot = NULL;
+	Fence		max;
+	bool		have_max = false;
 	int			rc;
-	int			i;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	values[0] = ObjectIdGetDatum(protected_relid);
-	rc = SPI_execute_with_args("SELECT fence_column, key_columns, scope_name "
-							   "FROM fencing.protected WHERE relid OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, values, NULL, false, 1);
+	rc = FencingExecuteLatest("SELECT fence_column, key_columns, scope_name "
+							  "FROM fencing.protected WHERE relid OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, true, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
 	if (SPI_processed == 0)
@@ -664,6 +995,9 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	deconstruct_array(DatumGetArrayTypeP(keys), NAMEOID, NAMEDATALEN, false,
 					  TYPALIGN_CHAR, &keynames, NULL, &nkeys);
 
+	/* no writer of the source may be left (see above) */
+	members = find_all_inheritors(source_relid, ShareRowExclusiveLock, NULL);
+
 	/* citus: a distributed storage is seeded on its shards (citus.c) */
 	if (FencingCitusSeedScope(scope_name, fence_column, nkeys, keynames, source_relid))
 	{
@@ -671,69 +1005,55 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 		return;
 	}
 
+	/* (allocations in SPI's memory, until SPI_finish() at the end) */
 	scope = ScopeStorageOpen(scope_name, CurrentMemoryContext);
 	if (scope == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-				 errmsg("fencing scope \"%s\" of table \"%s\" is missing",
-						scope_name, get_rel_name(protected_relid)),
-				 errhint("Call fencing.protect() on the table again to repair its guard.")));
+		ReportScopeStorageMissing(scope_name, protected_relid);
 
-	/* the highest fence of each key among the source's rows */
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT ");
-	for (i = 0; i < nkeys; i++)
-		appendStringInfo(&sql, "%s, ", quote_identifier(NameStr(*DatumGetName(keynames[i]))));
-	appendStringInfo(&sql, "fencing.max(%s) FROM %s WHERE %s IS NOT NULL",
-					 quote_identifier(fence_column),
-					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(source_relid)),
-												get_rel_name(source_relid)),
-					 quote_identifier(fence_column));
-	if (nkeys > 0)
+	if (!scope->table_scope)
 	{
-		appendStringInfoString(&sql, " GROUP BY ");
-		for (i = 0; i < nkeys; i++)
-			appendStringInfo(&sql, "%s%d", i > 0 ? ", " : "", i + 1);
+		sort = BeginKeySort(scope, &sortdesc);
+		sortslot = MakeSingleTupleTableSlot(sortdesc, &TTSOpsVirtual);
 	}
 
-	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, true, 0);
-	for (;;)
+	/* after the locks: every row committed so far, at every isolation level */
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	foreach(lc, members)
 	{
-		uint64		row;
+		SeedSource	src;
 
-		SPI_cursor_fetch(portal, true, 1000);
-		if (SPI_processed == 0)
-			break;
-		for (row = 0; row < SPI_processed; row++)
+		src.rel = table_open(lfirst_oid(lc), NoLock);
+		if (src.rel->rd_rel->relkind == RELKIND_RELATION)
 		{
-			HeapTuple	rtup = SPI_tuptable->vals[row];
-			TupleDesc	rdesc = SPI_tuptable->tupdesc;
-			Datum		key[INDEX_MAX_KEYS];
-			bool		nulls[INDEX_MAX_KEYS];
-			Datum		fence;
-			bool		fence_null;
-
-			fence = SPI_getbinval(rtup, rdesc, nkeys + 1, &fence_null);
-			if (fence_null)
-				continue;		/* a table without fences */
-			if (scope->table_scope)
-			{
-				key[0] = BoolGetDatum(true);
-				nulls[0] = false;
-			}
-			else
-				for (i = 0; i < nkeys; i++)
-					key[i] = SPI_getbinval(rtup, rdesc, i + 1, &nulls[i]);
-			{
-				Fence		current;
-
-				(void) ScopeFollow(scope, key, nulls, DatumGetFenceP(fence),
-								   &current);
-			}
+			SeedColumns(&src, scope, fence_column, nkeys, keynames);
+			ScanSeedSource(&src, scope, snapshot, sort, sortslot, &max, &have_max);
 		}
-		SPI_freetuptable(SPI_tuptable);
+		else if (src.rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot seed fencing scope \"%s\" from \"%s\"",
+							scope_name, RelationGetRelationName(src.rel)),
+					 errdetail("Only tables and partitioned tables can be part of a protected table.")));
+		table_close(src.rel, NoLock);
 	}
-	SPI_cursor_close(portal);
+	UnregisterSnapshot(snapshot);
+
+	if (scope->table_scope)
+	{
+		Datum		key[1] = {BoolGetDatum(true)};
+		bool		nulls[1] = {false};
+
+		if (have_max)
+			ScopeSeed(scope, key, nulls, &max);
+	}
+	else
+	{
+		tuplesort_performsort(sort);
+		SeedSortedKeys(scope, sort, sortdesc);
+		tuplesort_end(sort);
+		ExecDropSingleTupleTableSlot(sortslot);
+	}
 	SPI_finish();
 }
 
@@ -877,4 +1197,89 @@ fencing_scope_key(PG_FUNCTION_ARGS)
 	}
 	appendStringInfoChar(&buf, ']');
 	PG_RETURN_TEXT_P(cstring_to_text(buf.data));
+}
+
+/*
+ * fencing.reset_scope(scope_name): forget a scope that no protected table
+ * uses (its fences and its owner), so that any role may protect into the
+ * name again; returns the number of fences dropped.  EXECUTE is the
+ * extension owner's (and whom it grants it to); the work is done as the
+ * extension owner, who owns the registry and the storage.
+ *
+ * It takes the lock protect() takes on the scope's name and reads the
+ * registry and fencing.protected as they are now, so that a caller at
+ * REPEATABLE READ or SERIALIZABLE never drops a scope that a table was
+ * protected into after its snapshot was taken, or while it waited: it
+ * gets 55006, as a READ COMMITTED caller does.
+ */
+Datum
+fencing_reset_scope(PG_FUNCTION_ARGS)
+{
+	char	   *scope_name;
+	ScopeRegistryEntry entry;
+	FencingSavedUser saved;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+	char	   *users = NULL;
+	int64		fences;
+	int			rc;
+	bool		isnull;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("scope_name must not be null")));
+	scope_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	RequireStorageLayout();
+	LockScopeName(scope_name);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (!ReadRegistry(scope_name, true, &entry))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("fencing scope \"%s\" does not exist", scope_name)));
+
+	FencingBecomeOwner(&saved);
+	values[0] = CStringGetTextDatum(scope_name);
+	rc = FencingExecuteLatest("SELECT pg_catalog.string_agg(p.relid::pg_catalog.text, ', ' "
+							  "ORDER BY p.relid::pg_catalog.text) "
+							  "FROM fencing.protected p "
+							  "WHERE p.scope_name OPERATOR(pg_catalog.=) $1 "
+							  "AND p.key_columns IS NOT NULL",
+							  1, argtypes, values, NULL, true, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not read fencing.protected: %s", SPI_result_code_string(rc));
+	users = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (users != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("fencing scope \"%s\" is in use", scope_name),
+				 errdetail("Protected in this scope: %s.", users),
+				 errhint("Call fencing.unprotect() on those tables first.")));
+
+	/* no table uses the scope, and none can start to before we commit */
+	if (get_rel_name(entry.storage) == NULL)
+		fences = 0;				/* its storage was dropped by hand */
+	else
+	{
+		rc = FencingExecuteLatest(psprintf("SELECT pg_catalog.count(*) FROM %s",
+										   FencingQualifiedName(entry.storage)),
+								  0, NULL, NULL, NULL, true, 1);
+		if (rc != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "could not count the fences of scope \"%s\": %s",
+				 scope_name, SPI_result_code_string(rc));
+		fences = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 1, &isnull));
+		FencingRunUtility(psprintf("DROP TABLE %s", FencingQualifiedName(entry.storage)));
+	}
+	rc = FencingExecuteLatest("DELETE FROM fencing.scope_storage s "
+							  "WHERE s.scope_name OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, false, 0);
+	if (rc != SPI_OK_DELETE || SPI_processed != 1)
+		elog(ERROR, "could not remove scope \"%s\" from fencing.scope_storage: %s",
+			 scope_name, SPI_result_code_string(rc));
+	FencingRestoreUser(&saved);
+	SPI_finish();
+	PG_RETURN_INT64(fences);
 }

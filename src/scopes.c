@@ -446,11 +446,7 @@ OpenStorage(ScopeStorage *scope, Relation *idx)
 	List	   *indexes;
 
 	if (rel == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-				 errmsg("the fence storage of scope \"%s\" is missing",
-						scope->scope_name),
-				 errhint("Call fencing.protect() on the table again to repair its guard.")));
+		ReportScopeStorageMissing(scope->scope_name, InvalidOid);
 	indexes = RelationGetIndexList(rel);
 	if (list_length(indexes) != 1 || linitial_oid(indexes) != scope->indexid)
 		ReportStorageAltered(scope, rel, "has other indexes");
@@ -524,12 +520,15 @@ InsertKeyIndexEntry(Relation rel, Relation idx, HeapTuple tup,
 /*
  * The key has a row: lock its newest version, compare, advance it when
  * token is newer.  An equal token is accepted, without a change, only
- * with accept_equal.  tid is the version our snapshot found.
+ * with accept_equal.  tid is the version our snapshot found.  latest: the
+ * snapshot is not the transaction's but one taken just now (seeding), so
+ * a version that changed meanwhile is looked up again at every isolation
+ * level.
  */
 static ScopeRowResult
 AdvanceKeyRow(Relation rel, Relation idx, ItemPointer tid, Snapshot snapshot,
 			  TupleTableSlot *slot, const Fence *token, bool accept_equal,
-			  Fence *lost_to)
+			  bool latest, Fence *lost_to)
 {
 	TM_Result	tmres;
 	TM_FailureData tmfd;
@@ -549,7 +548,7 @@ AdvanceKeyRow(Relation rel, Relation idx, ItemPointer tid, Snapshot snapshot,
 							 &tmfd);
 	if (tmres == TM_Updated || tmres == TM_Deleted)
 	{
-		if (IsolationUsesXactSnapshot())
+		if (IsolationUsesXactSnapshot() && !latest)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("could not serialize access due to concurrent update")));
@@ -590,12 +589,13 @@ AdvanceKeyRow(Relation rel, Relation idx, ItemPointer tid, Snapshot snapshot,
 
 /*
  * The key has no row our snapshot sees: insert one, unless another
- * transaction is inserting or has inserted it.
+ * transaction is inserting or has inserted it.  latest: as for
+ * AdvanceKeyRow.
  */
 static ScopeRowResult
 InsertKeyRow(ScopeStorage *scope, Relation rel, Relation idx, ScanKey skey,
 			 Datum *key, bool *nulls, uint32 hash, TupleTableSlot *slot,
-			 const Fence *token)
+			 const Fence *token, bool latest)
 {
 	LOCKTAG		tag;
 	SnapshotData dirty;
@@ -624,7 +624,7 @@ InsertKeyRow(ScopeStorage *scope, Relation rel, Relation idx, ScanKey skey,
 			return SCOPE_ROW_RETRY;
 		}
 		/* committed since our snapshot was taken */
-		if (IsolationUsesXactSnapshot())
+		if (IsolationUsesXactSnapshot() && !latest)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("could not serialize access due to concurrent update"),
@@ -653,11 +653,16 @@ InsertKeyRow(ScopeStorage *scope, Relation rel, Relation idx, ScanKey skey,
 /*
  * Look the key up in the storage table and settle it: advance its fence
  * to token when token is newer (inserting the key's first row if need
- * be), accept an equal token only with accept_equal.
+ * be), accept an equal token only with accept_equal.  latest: look with a
+ * snapshot taken now, also under REPEATABLE READ and SERIALIZABLE, and
+ * never fail with 40001 for a change committed since the transaction's
+ * snapshot (seeding only raises fences, so it may work on the newest
+ * state; a guarded write may not: its check must hold at its snapshot).
  */
 static bool
 SettleKeyRow(ScopeStorage *scope, Datum *key, bool *nulls, uint32 hash,
-			 const Fence *token, bool accept_equal, Fence *lost_to)
+			 const Fence *token, bool accept_equal, bool latest,
+			 Fence *lost_to)
 {
 	Relation	rel;
 	Relation	idx;
@@ -683,18 +688,19 @@ SettleKeyRow(ScopeStorage *scope, Datum *key, bool *nulls, uint32 hash,
 		/*
 		 * As SPI does before each query: see what this command wrote so far
 		 * (an earlier row of the same COPY), then take the snapshot, a new
-		 * one under READ COMMITTED.
+		 * one under READ COMMITTED (or when latest).
 		 */
 		CommandCounterIncrement();
 		/* registered: PostgreSQL 18 asserts so in every MVCC visibility check */
-		snapshot = RegisterSnapshot(GetTransactionSnapshot());
+		snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
+									GetTransactionSnapshot());
 
 		if (FindKeyRow(rel, idx, skey, scope->nkeys, snapshot, slot, &tid))
 			result = AdvanceKeyRow(rel, idx, &tid, snapshot, slot, token,
-								   accept_equal, lost_to);
+								   accept_equal, latest, lost_to);
 		else
 			result = InsertKeyRow(scope, rel, idx, skey, key, nulls, hash,
-								  slot, token);
+								  slot, token, latest);
 		UnregisterSnapshot(snapshot);
 	}
 
@@ -735,7 +741,7 @@ ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 			return true;
 	}
 
-	if (!SettleKeyRow(scope, key, nulls, hash, token, !strict, lost_to))
+	if (!SettleKeyRow(scope, key, nulls, hash, token, !strict, false, lost_to))
 		return false;
 	RememberScope(scope, hash, key, nulls, cached, token, true);
 	return true;
@@ -743,14 +749,13 @@ ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 
 /*
  * Advance a scope's key to fence unless it is there already, without a
- * check: for seeding from existing rows, and for the writes the logical
- * replication apply worker replays.  Returns false, with *current set,
- * when the key's fence is newer than fence (it is left as it is).  This
- * is no write of the guard: it never makes an equal token acceptable.
+ * check.  Returns false, with *current set, when the key's fence is newer
+ * than fence (it is left as it is).  This is no write of the guard: it
+ * never makes an equal token acceptable.  latest: see SettleKeyRow.
  */
-bool
-ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
-			Fence *current)
+static bool
+FollowKey(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
+		  bool latest, Fence *current)
 {
 	uint32		hash = ScopeKeyHash(scope, key, nulls);
 	ScopeCacheItem *cached = LookupScopeCache(scope, hash, key, nulls);
@@ -760,9 +765,34 @@ ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
 		*current = cached->newest->fence;
 		return FenceCmp(fence, current) == 0;
 	}
-	if (!SettleKeyRow(scope, key, nulls, hash, fence, true, current))
+	if (!SettleKeyRow(scope, key, nulls, hash, fence, true, latest, current))
 		return false;
 	if (cached != NULL)
 		RememberScope(scope, hash, key, nulls, cached, fence, false);
 	return true;
+}
+
+/*
+ * FollowKey() for the writes the logical replication apply worker
+ * replays, under the transaction's snapshot.
+ */
+bool
+ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
+			Fence *current)
+{
+	return FollowKey(scope, key, nulls, fence, false, current);
+}
+
+/*
+ * FollowKey() for seeding a scope from existing rows: on the latest
+ * committed state of the storage, at every isolation level, so that
+ * protect() of a table sharing a busy scope does not fail with 40001
+ * under REPEATABLE READ (seeding only ever raises a fence).
+ */
+void
+ScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence)
+{
+	Fence		current;
+
+	(void) FollowKey(scope, key, nulls, fence, true, &current);
 }

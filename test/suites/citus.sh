@@ -160,7 +160,8 @@ q coord "CREATE EXTENSION fencing" >/dev/null || fencing_die "CREATE EXTENSION f
 fencing_log "Citus cluster up: coordinator ${PORT[coord]}, workers ${PORT[w1]} ${PORT[w2]} (w3 ${PORT[w3]} joins later)"
 
 ext=$(for node in coord w1 w2; do q $node "SELECT extversion FROM pg_extension WHERE extname = 'fencing'"; done | tr '\n' ' ')
-is "$ext" "1.1 1.1 1.1 " "CREATE EXTENSION fencing on the coordinator reaches every worker"
+v=$(sed -n "s/^default_version *= *'\\(.*\\)'.*/\\1/p" "$FENCING_ROOT/fencing.control")
+is "$ext" "$v $v $v " "CREATE EXTENSION fencing on the coordinator reaches every worker"
 
 # --- a distributed table in row scope
 q coord "SET citus.shard_count = 4" \
@@ -532,7 +533,7 @@ qa coord "CREATE TABLE other_ledger (acct bigint, book text, fence fencing.fence
     "SELECT create_distributed_table('single', NULL)" >/dev/null
 out=$(qaerr coord "SELECT fencing.protect('other_ledger', key_columns => '{book,acct}', scope_name => 'public.ledger')")
 like "$out" 'ERROR:  0A000: fencing scope "public.ledger" cannot be shared by tables' "a table not co-located with the scope's tables: 0A000"
-like "$out" "HINT:  Choose another scope_name, or distribute both tables co-located \\(create_distributed_table\\(..., colocate_with => 'public.ledger" "... the HINT names what works"
+like "$out" "HINT:  Distribute both tables co-located \\(create_distributed_table\\(..., colocate_with => 'public.ledger" "... the HINT names what works"
 out=$(qaerr coord "SELECT fencing.protect('swapped', key_columns => '{acct,book}', scope_name => 'public.ledger')")
 like "$out" 'ERROR:  0A000: fencing scope "public.ledger" cannot hold on distributed table "swapped"' "co-located, but the distribution column at another key position: 0A000"
 like "$out" 'HINT:  List the key columns so that the distribution column "acct" comes at position 2' "... the HINT names what works"
@@ -563,6 +564,70 @@ is "$out" "" "partitioned key scope: a partition created later, a fresh write in
 out=$(qaerr coord "INSERT INTO postings VALUES (1, '2024-01-08', 0, '5:9')")
 like "$out" 'DETAIL:  The scope "public.postings" key \["1"\] has already accepted fence token 6:0' "... fences the key in the other partition too"
 is "$(q coord "SELECT count(*) FROM postings")" "3" "partitioned key scope: 3 rows"
+
+# --- seeding sees every committed row: protect() of a distributed table in
+# key scope while a writer's open transaction, on a shard directly, holds a
+# row with fence 0:50.  protect()'s trigger DDL waits on the worker for the
+# writer; at READ COMMITTED the worker then reads the shard with a snapshot
+# taken after that lock, so the row's fence is seeded and an older token is
+# refused.  At REPEATABLE READ the worker's snapshot predates the lock:
+# seeding refuses (0A000) and writes nothing.
+qa coord "SET citus.shard_count = 4" \
+    "CREATE TABLE deposits (acct bigint NOT NULL, id bigint NOT NULL, amount int NOT NULL DEFAULT 0, fence fencing.fence, PRIMARY KEY (acct, id))" \
+    "SELECT create_distributed_table('deposits', 'acct', colocate_with => 'none')" \
+    "INSERT INTO deposits (acct, id, fence) VALUES (1, 1, '0:10')" >/dev/null
+seed_race() {
+    # seed_race LEVEL ACCT: prints waited=N, the writer's and protect()'s output
+    local level=$1 acct=$2 dir=$FENCING_WORK/seed
+    local shard node
+    shard=$(q coord "SELECT shard_name('deposits', get_shard_id_for_distribution_column('deposits', $acct))")
+    node=$(node_name_by_port "$(node_of_shard "$(shard_of deposits "$acct")")")
+    rm -rf "$dir"; mkdir -p "$dir"; chown postgres: "$dir"
+    mkfifo "$dir/a.in"; chown postgres: "$dir/a.in"
+    (fencing_as_postgres psql -X -q -At -h 127.0.0.1 -p "${PORT[$node]}" -d postgres \
+        -v VERBOSITY=verbose <"$dir/a.in" >"$dir/a.out" 2>&1) &
+    local apid=$!
+    exec 7>"$dir/a.in"
+    printf "SET ROLE app;\nSET citus.enable_manual_changes_to_shards = on;\nBEGIN;\nINSERT INTO %s (acct, id, fence) VALUES (%s, 1, '0:50');\n\\\\! touch %s/a.locked\n" \
+        "$shard" "$acct" "$dir" >&7
+    local i
+    for i in $(seq 600); do [ -e "$dir/a.locked" ] && break; sleep 0.1; done
+    (qa coord '\set VERBOSITY verbose' "BEGIN ISOLATION LEVEL $level" \
+        "SELECT fencing.protect('deposits', key_columns => '{acct}')" "COMMIT" >"$dir/b.out" 2>&1) &
+    local bpid=$!
+    # wait until protect()'s trigger DDL waits for the writer on its node
+    local w=0
+    for i in $(seq 600); do
+        w=$(q "$node" "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND backend_type = 'client backend'")
+        [ "$w" -gt 0 ] && break
+        sleep 0.1
+    done
+    printf 'COMMIT;\n' >&7
+    exec 7>&-
+    wait $apid $bpid
+    echo "waited=$w"
+    cat "$dir/a.out" "$dir/b.out"
+}
+out=$(seed_race "REPEATABLE READ" 5)
+like "$out" "waited=1" "seeding: protect() at REPEATABLE READ waited on the worker for the shard's writer"
+like "$out" 'ERROR:  0A000: cannot seed the fences of distributed scope "public.deposits" under REPEATABLE READ or SERIALIZABLE' \
+    "... and refuses to seed from a snapshot older than the writer's commit"
+like "$out" 'HINT:  Run it in a READ COMMITTED transaction.' "... the HINT says what works"
+is "$(q coord "SELECT count(*) FROM fencing.protected WHERE relid = 'deposits'::regclass")|$(guard_census deposits)" \
+    "0|4 0 0" "... and leaves nothing behind: not protected, no guard on any shard"
+out=$(seed_race "READ COMMITTED" 6)
+like "$out" "waited=1" "seeding: protect() at READ COMMITTED waited on the worker for the shard's writer"
+is "$(q coord "SELECT count(*) FROM fencing.protected WHERE relid = 'deposits'::regclass")|$(guard_census deposits)" \
+    "1|4 4 4" "... and protected the table"
+is "$(q coord "SELECT string_agg(key || '=' || fence::text, ' ' ORDER BY key) FROM fencing.scopes WHERE scope_name = 'public.deposits'")" \
+    '["1"]=0:10 ["5"]=0:50 ["6"]=0:50' "... seeding every committed row, the one committed while it waited too"
+out=$(qaerr coord "UPDATE deposits SET amount = 1, fence = '0:20' WHERE acct = 6")
+like "$out" 'ERROR:  SF001: stale fence token 0:20' "seeding: an older token than the waited-for row's is refused: SF001"
+like "$out" 'DETAIL:  The scope "public.deposits" key \["6"\] has already accepted fence token 0:50' "... against the seeded fence"
+out=$(qa coord "UPDATE deposits SET amount = 2, fence = '0:60' WHERE acct = 6" 2>&1)
+is "$out" "" "... a newer one is accepted"
+qa coord "DROP TABLE deposits" >/dev/null
+q coord "SELECT fencing.reset_scope('public.deposits')" >/dev/null
 
 # --- shards that move, split, or land on a new node
 old_node=$n7
@@ -784,7 +849,7 @@ q coord "CREATE TABLE local_ledger (id bigint, fence fencing.fence)" \
 out=$(qerr coord "SELECT fencing.protect('accounts', key_columns => '{id}', scope_name => 'shared')")
 like "$out" 'ERROR:  0A000: fencing scope "shared" cannot be shared by tables "local_ledger" and "accounts"' \
     "a scope_name shared with a table that is not co-located: 0A000"
-like "$out" 'HINT:  Choose another scope_name, or distribute both tables co-located' "... the HINT names what works"
+like "$out" 'HINT:  Distribute both tables co-located' "... the HINT names what works"
 out=$(qerr "$(node_name_by_port "$(node_of_shard "$s7")")" "SELECT fencing.protect('$sh7')")
 like "$out" 'ERROR:  0A000: cannot protect ".*", a shard of distributed table "accounts"' "protect() of a shard on a worker: 0A000"
 is "$(q coord "SELECT key_columns IS NULL FROM fencing.protected WHERE relid = 'accounts'::regclass")" "t" \
