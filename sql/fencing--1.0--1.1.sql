@@ -644,30 +644,37 @@ GRANT SELECT ON @extschema@.lease_stats TO PUBLIC;
 -- (end of observability section)
 
 ------------------------------------------------------------------------------
--- Idempotency keys (issues 10, 15)
+-- Idempotency keys
 ------------------------------------------------------------------------------
 
--- Owners (issue 10; SPEC section 5).  A key belongs to the role that began
--- it (current_user of idem_begin), and any other role that is not a member
--- of it gets 42501 from every helper on the key.  regrole, not oid, so that
--- pg_dump writes role names, which a restore maps back to roles by name (and
--- refuses loudly where the role does not exist); pg_upgrade keeps role OIDs.
+-- Owners.  A key belongs to the role that began it (current_user of
+-- idem_begin), and any other role that is not a member of it gets 42501
+-- from every helper on the key.  regrole, not oid, so that pg_dump writes
+-- role names, which a restore maps back to roles by name (and refuses
+-- loudly where the role does not exist); pg_upgrade keeps role OIDs.
 --
--- Keys begun under 1.0: nobody recorded who began them, and no choice of a
--- role can be right for every database.  Giving them to the extension's
--- owner would refuse the very applications that wrote them (42501 on every
--- retry of a done key, and a multi-step request could never record its
--- result, then run again once its key expired).  So they go to PUBLIC
--- (owner 0, shown as '-'): every role may use them, exactly as under 1.0,
--- until they expire (24 hours by default), and every key begun from now on
--- has its begetter as owner.  A DBA who knows which role wrote them can
--- narrow them at once (as the extension's owner), for example
---   UPDATE fencing.idempotency_keys SET owner = 'app' WHERE owner = '-'::regrole;
--- The update says how many keys this concerns, with a WARNING (extension
+-- Keys begun under 1.0: nobody recorded who began them.  They go to the
+-- extension's owner, as the leases of 1.0 do: nothing goes to PUBLIC.  A
+-- key is a capability (replaying a finished key reads its result, and a
+-- running key's claim completes it), and under PUBLIC every role could use
+-- every other role's keys.  The extension's owner hands them to the
+-- application's role, best in the transaction of the update, so that no
+-- retry is ever refused:
+--     BEGIN;
+--     ALTER EXTENSION fencing UPDATE;
+--     UPDATE fencing.idempotency_keys SET owner = 'app' WHERE key LIKE 'order:%';
+--     COMMIT;
+-- Until then other roles get 42501 from them: they fail closed.  The
+-- update says how many keys this concerns, with a WARNING (extension
 -- scripts run with client_min_messages = warning, and this is about who
--- may use what).  The default only fills
--- the existing rows (no table rewrite); it is dropped at once, so that no
--- insertion can forget an owner.
+-- may use what).
+--
+-- The column and its comment are made as in 1.1 as released (which gave
+-- these keys to PUBLIC, owner 0): the default only fills the existing rows
+-- (no table rewrite) and is dropped at once, so that no insertion can
+-- forget an owner; the keys then go to the extension's owner.  The update
+-- to 1.2 gives the keys that the released 1.1 gave to PUBLIC to the
+-- extension's owner too, and rewrites the comment.
 ALTER TABLE @extschema@.idempotency_keys
     ADD COLUMN owner pg_catalog.regrole NOT NULL DEFAULT 0;
 ALTER TABLE @extschema@.idempotency_keys ALTER COLUMN owner DROP DEFAULT;
@@ -676,17 +683,25 @@ COMMENT ON COLUMN @extschema@.idempotency_keys.owner IS
 
 DO $$
 DECLARE
+    ext_owner pg_catalog.regrole := (SELECT e.extowner::pg_catalog.regrole
+                                       FROM pg_catalog.pg_extension AS e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'fencing');
     n bigint;
     last_expiry timestamptz;
 BEGIN
-    SELECT pg_catalog.count(*), pg_catalog.max(k.expires_at)
+    WITH given AS (
+        UPDATE @extschema@.idempotency_keys AS k
+           SET owner = ext_owner
+         WHERE k.owner OPERATOR(pg_catalog.=) 0::pg_catalog.regrole
+        RETURNING k.expires_at)
+    SELECT pg_catalog.count(*), pg_catalog.max(g.expires_at)
       INTO n, last_expiry
-      FROM @extschema@.idempotency_keys AS k
-     WHERE k.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+      FROM given AS g
+     WHERE g.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
     IF n OPERATOR(pg_catalog.>) 0 THEN
-        RAISE WARNING '% idempotency keys begun under fencing 1.0 now belong to PUBLIC', n
-            USING DETAIL = pg_catalog.format('Every role may use them, as under 1.0, until they expire (the last at %s); keys begun from now on belong to the role that begins them.', last_expiry),
-                  HINT = 'If one role wrote them, give them to it: UPDATE fencing.idempotency_keys SET owner = ''role_name'' WHERE owner = ''-''::regrole;';
+        RAISE WARNING '% idempotency keys begun under fencing 1.0 now belong to the extension''s owner, role %', n, ext_owner
+            USING DETAIL = pg_catalog.format('Other roles get 42501 from them until the extension''s owner gives them to the roles that began them (the last expires at %s). Keys begun from now on belong to the role that begins them.', last_expiry),
+                  HINT = 'As the extension''s owner, give them to the role of their application, best in the transaction of the update: UPDATE fencing.idempotency_keys SET owner = ''role_name'' WHERE key LIKE ''prefix%'';';
     END IF;
 END
 $$;
