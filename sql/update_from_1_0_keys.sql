@@ -39,9 +39,12 @@ CREATE TABLE c.bookings (day date, what text, fence fencing.fence);
 CREATE TABLE c.amounts (n numeric, fence fencing.fence);
 CREATE TABLE c.temps (t float8, fence fencing.fence);
 CREATE TABLE c.accounts (id text COLLATE public.ci, fence fencing.fence);
+CREATE TABLE c.notes (a text, b int, fence fencing.fence);
+CREATE TABLE c.settings (name text, fence fencing.fence);
 SET ROLE regress_keys_dba;
 SELECT protect_1_0('c.bookings', '{day}', 'bookings'), protect_1_0('c.amounts', '{n}', 'amounts'),
-       protect_1_0('c.temps', '{t}', 'temps'), protect_1_0('c.accounts', '{id}', 'accounts');
+       protect_1_0('c.temps', '{t}', 'temps'), protect_1_0('c.accounts', '{id}', 'accounts'),
+       protect_1_0('c.notes', '{a,b}', 'notes'), protect_1_0('c.settings', '{}', 'settings');
 SET ROLE regress_keys_alice;
 -- 1 February (fence 0:50) and 2 January (0:20), as 'SQL, DMY' prints them
 SET DateStyle = 'SQL, DMY';
@@ -51,6 +54,9 @@ SET DateStyle = 'ISO, MDY';
 INSERT INTO c.amounts VALUES (1.0, '0:7'), (1, '0:9'), (2.50, '0:3');
 INSERT INTO c.temps VALUES ('-0', '0:3'), ('0', '0:4');
 INSERT INTO c.accounts VALUES ('ACCT-1', '0:5'), ('acct-1', '0:9');
+-- NULLs, characters that JSON escapes, and a table scope
+INSERT INTO c.notes VALUES (NULL, 1, '0:3'), (NULL, NULL, '0:4'), (E'q"u\\o\te\n\x01', 2, '0:5');
+INSERT INTO c.settings VALUES ('mode', '0:6');
 SET ROLE regress_keys_dba;
 SELECT scope_name, key, fence FROM fencing.scopes ORDER BY 1, 2;
 
@@ -84,6 +90,18 @@ ROLLBACK;
 BEGIN;
 SET LOCAL fencing.token = '0:7';
 INSERT INTO c.accounts VALUES ('Acct-1');
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = '0:4';
+INSERT INTO c.notes VALUES (NULL, NULL);
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = '0:5';
+INSERT INTO c.notes VALUES (E'q"u\\o\te\n\x01', 2);
+ROLLBACK;
+BEGIN;
+SET LOCAL fencing.token = '0:6';
+INSERT INTO c.settings VALUES ('limit');
 ROLLBACK;
 SET ROLE regress_keys_dba;
 
