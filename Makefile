@@ -58,7 +58,9 @@ ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race 
 
 ISOLATION_LEASE = lease_acquire_race lease_renew_race
 
-ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE)
+ISOLATION_UPDATE = update_1_0_scope_copy_race
+
+ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE) $(ISOLATION_UPDATE)
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
 PG_CONFIG ?= pg_config

@@ -186,7 +186,9 @@ REVOKE ALL ON FUNCTION @extschema@.scope_create(text, regrole, regtype[], oid[],
 -- only with an error that names the scope, its tables' owners and a
 -- command that lets the update go on: one that renames or copies a scope,
 -- and lowers no fence.  Such commands run in the transaction of the update,
--- after locking the two tables as the update does, so that no writer
+-- after locking the tables whose scope they change (so that their writers
+-- wait before their statements' snapshots, and then read the new scope
+-- names) and the two tables that the update locks, so that no writer
 -- writes the old names in between.
 --
 -- Writers keep writing meanwhile, through the 1.0 text keys; the locks
@@ -257,9 +259,11 @@ DECLARE
     arity_max integer;
     unread_total bigint := 0;
     unread_lines text[] := '{}';
-    -- the start and the end of the command that lets the update go on
-    fix_begin constant text :=
-        'BEGIN; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
+    -- the command that lets the update go on: it locks the tables whose
+    -- scope it changes (their writers wait before they read fencing.protected
+    -- and so read its new row afterwards), then the tables the update locks
+    moved text;
+    fix_begin text;
     fix_end constant text := 'ALTER EXTENSION fencing UPDATE; COMMIT;';
 BEGIN
     FOR sc IN SELECT s.scope_name FROM @extschema@.scopes s
@@ -353,6 +357,14 @@ BEGIN
 
         -- a scope name has 1 to 255 bytes: rename the others
         IF pg_catalog.octet_length(sc.scope_name) NOT BETWEEN 1 AND 255 THEN
+            SELECT pg_catalog.string_agg(p.relid::pg_catalog.text, ', ' ORDER BY p.relid)
+              INTO moved
+              FROM @extschema@.protected p
+             WHERE pg_catalog.octet_length(p.scope_name) NOT BETWEEN 1 AND 255
+               AND p.key_columns IS NOT NULL;
+            fix_begin := 'BEGIN; ' OPERATOR(pg_catalog.||)
+                         COALESCE(pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE; ', moved), '')
+                         OPERATOR(pg_catalog.||) 'LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
             RAISE EXCEPTION 'cannot convert fencing scope "%": its name has % bytes',
                             shown_name, pg_catalog.octet_length(sc.scope_name)
                 USING ERRCODE = 'invalid_parameter_value',
@@ -370,6 +382,13 @@ BEGIN
         -- one scope, one set of key types: the tables of other types get a
         -- copy of the scope under a name of their own
         IF mismatch THEN
+            SELECT pg_catalog.string_agg(u.rel::pg_catalog.text, ', ' ORDER BY u.ord)
+              INTO moved
+              FROM ROWS FROM (pg_catalog.unnest(rels), pg_catalog.unnest(rel_kinds))
+                   WITH ORDINALITY AS u(rel, kind, ord)
+             WHERE u.kind OPERATOR(pg_catalog.<>) rel_kinds[1];
+            fix_begin := pg_catalog.format('BEGIN; LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE; ', moved)
+                         OPERATOR(pg_catalog.||) 'LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
             SELECT pg_catalog.string_agg(pg_catalog.format(
                        'INSERT INTO fencing.scopes (scope_name, key, fence) SELECT %1$L, key, fence FROM fencing.scopes WHERE scope_name = %2$L; '
                        'UPDATE fencing.protected SET scope_name = %1$L WHERE relid IN (%3$s); ',
@@ -401,6 +420,7 @@ BEGIN
               FROM @extschema@.scopes s
              WHERE s.scope_name OPERATOR(pg_catalog.=) sc.scope_name;
             IF arity_min OPERATOR(pg_catalog.<>) arity_max THEN
+                fix_begin := 'BEGIN; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
                 RAISE EXCEPTION 'cannot convert fencing scope "%": its keys have between % and % values',
                                 shown_name, arity_min, arity_max
                     USING ERRCODE = 'datatype_mismatch',
@@ -435,6 +455,13 @@ BEGIN
                 read_as := owners[1];
             ELSIF r.runs_code IS NOT NULL THEN
                 -- each owner's tables get a copy of the scope, but the first's
+                SELECT pg_catalog.string_agg(u.rel::pg_catalog.text, ', ' ORDER BY u.ord)
+                  INTO moved
+                  FROM ROWS FROM (pg_catalog.unnest(rels), pg_catalog.unnest(rel_owners))
+                       WITH ORDINALITY AS u(rel, owner, ord)
+                 WHERE u.owner OPERATOR(pg_catalog.<>) rel_owners[1];
+                fix_begin := pg_catalog.format('BEGIN; LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE; ', moved)
+                             OPERATOR(pg_catalog.||) 'LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
                 SELECT pg_catalog.string_agg(pg_catalog.format(
                            'INSERT INTO fencing.scopes (scope_name, key, fence) SELECT %1$L, key, fence FROM fencing.scopes WHERE scope_name = %2$L; '
                            'UPDATE fencing.protected SET scope_name = %1$L WHERE relid IN (%3$s); ',
@@ -493,7 +520,7 @@ BEGIN
                                              pg_catalog.array_to_string(unread_lines[1:30], E'\n'),
                                              CASE WHEN pg_catalog.cardinality(unread_lines) OPERATOR(pg_catalog.>) 30
                                                   THEN E'\n(and more)' ELSE '' END),
-                  HINT = 'They were written under other settings: set them as the keys'' writers had them in this session and update again, for example SET DateStyle = ''SQL, DMY''; ALTER EXTENSION fencing UPDATE; or, as the extension''s owner and in the transaction of the update, correct those rows of fencing.scopes to the text this session prints, or delete those that cannot be keys of the scope''s tables (a deleted fence no longer stops stale writers of its key).';
+                  HINT = 'They were written under other settings: set them as the keys'' writers had them in this session and update again, for example SET DateStyle = ''SQL, DMY''; ALTER EXTENSION fencing UPDATE; or, as the extension''s owner, in the transaction of the update and after LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE, correct those rows of fencing.scopes to the text this session prints, or delete those that cannot be keys of the scope''s tables (a deleted fence no longer stops stale writers of its key).';
     END IF;
 END
 $convert$;

@@ -115,7 +115,7 @@ SET ROLE regress_keys_mallory;
 INSERT INTO c.m_long VALUES ('k-1', '0:5');
 SET ROLE regress_keys_dba;
 ALTER EXTENSION fencing UPDATE;
-BEGIN; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; UPDATE fencing.protected SET scope_name = 'scope ' || md5(scope_name) WHERE octet_length(scope_name) NOT BETWEEN 1 AND 255; UPDATE fencing.scopes SET scope_name = 'scope ' || md5(scope_name) WHERE octet_length(scope_name) NOT BETWEEN 1 AND 255; ALTER EXTENSION fencing UPDATE; COMMIT;
+BEGIN; LOCK TABLE c.m_long IN SHARE ROW EXCLUSIVE MODE; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; UPDATE fencing.protected SET scope_name = 'scope ' || md5(scope_name) WHERE octet_length(scope_name) NOT BETWEEN 1 AND 255; UPDATE fencing.scopes SET scope_name = 'scope ' || md5(scope_name) WHERE octet_length(scope_name) NOT BETWEEN 1 AND 255; ALTER EXTENSION fencing UPDATE; COMMIT;
 SELECT p.relid, s.scope_name, s.owner, f.key, f.fence
   FROM fencing.protected p JOIN fencing.scope_storage s USING (scope_name)
   JOIN fencing.scopes f USING (scope_name);
@@ -137,10 +137,10 @@ SET ROLE regress_keys_dba;
 ALTER EXTENSION fencing UPDATE;
 -- the command of the HINT: the copy holds Alice's text keys too, which
 -- are no integers: the update names them
-BEGIN; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; INSERT INTO fencing.scopes (scope_name, key, fence) SELECT 'accounts (integer)', key, fence FROM fencing.scopes WHERE scope_name = 'accounts'; UPDATE fencing.protected SET scope_name = 'accounts (integer)' WHERE relid IN ('c.m_ledger'::regclass); ALTER EXTENSION fencing UPDATE; COMMIT;
+BEGIN; LOCK TABLE c.m_ledger IN SHARE ROW EXCLUSIVE MODE; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; INSERT INTO fencing.scopes (scope_name, key, fence) SELECT 'accounts (integer)', key, fence FROM fencing.scopes WHERE scope_name = 'accounts'; UPDATE fencing.protected SET scope_name = 'accounts (integer)' WHERE relid IN ('c.m_ledger'::regclass); ALTER EXTENSION fencing UPDATE; COMMIT;
 -- and so, deleting them from the copy, which lowers no fence of
 -- Mallory's table
-BEGIN; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; INSERT INTO fencing.scopes (scope_name, key, fence) SELECT 'accounts (integer)', key, fence FROM fencing.scopes WHERE scope_name = 'accounts'; UPDATE fencing.protected SET scope_name = 'accounts (integer)' WHERE relid IN ('c.m_ledger'::regclass); DELETE FROM fencing.scopes WHERE scope_name = 'accounts (integer)' AND key = '["acct-1"]'; ALTER EXTENSION fencing UPDATE; COMMIT;
+BEGIN; LOCK TABLE c.m_ledger IN SHARE ROW EXCLUSIVE MODE; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; INSERT INTO fencing.scopes (scope_name, key, fence) SELECT 'accounts (integer)', key, fence FROM fencing.scopes WHERE scope_name = 'accounts'; UPDATE fencing.protected SET scope_name = 'accounts (integer)' WHERE relid IN ('c.m_ledger'::regclass); DELETE FROM fencing.scopes WHERE scope_name = 'accounts (integer)' AND key = '["acct-1"]'; ALTER EXTENSION fencing UPDATE; COMMIT;
 SELECT s.scope_name, s.owner, f.key, f.fence
   FROM fencing.scope_storage s JOIN fencing.scopes f USING (scope_name) ORDER BY 1, 3;
 

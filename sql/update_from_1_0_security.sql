@@ -111,7 +111,7 @@ SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_sec_mallory';
 -- Each key is read as the owner of its scope: Mallory's function runs as
 -- Mallory (and as Alice for Alice's scope), in a security-restricted
 -- operation, and nothing it does stays.
-BEGIN; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; INSERT INTO fencing.scopes (scope_name, key, fence) SELECT 'a-shared (regress_sec_mallory)', key, fence FROM fencing.scopes WHERE scope_name = 'a-shared'; UPDATE fencing.protected SET scope_name = 'a-shared (regress_sec_mallory)' WHERE relid IN ('public.m_shared'::regclass); ALTER EXTENSION fencing UPDATE; COMMIT;
+BEGIN; LOCK TABLE public.m_shared IN SHARE ROW EXCLUSIVE MODE; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; INSERT INTO fencing.scopes (scope_name, key, fence) SELECT 'a-shared (regress_sec_mallory)', key, fence FROM fencing.scopes WHERE scope_name = 'a-shared'; UPDATE fencing.protected SET scope_name = 'a-shared (regress_sec_mallory)' WHERE relid IN ('public.m_shared'::regclass); ALTER EXTENSION fencing UPDATE; COMMIT;
 
 SELECT extversion FROM pg_extension WHERE extname = 'fencing';
 -- Mallory is no superuser; what her function wrote and set is gone
