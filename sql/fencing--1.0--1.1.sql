@@ -520,7 +520,7 @@ BEGIN
                                              pg_catalog.array_to_string(unread_lines[1:30], E'\n'),
                                              CASE WHEN pg_catalog.cardinality(unread_lines) OPERATOR(pg_catalog.>) 30
                                                   THEN E'\n(and more)' ELSE '' END),
-                  HINT = 'They were written under other settings: set them as the keys'' writers had them in this session and update again, for example SET DateStyle = ''SQL, DMY''; ALTER EXTENSION fencing UPDATE; or, as the extension''s owner, in the transaction of the update and after LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE, correct those rows of fencing.scopes to the text this session prints, or delete those that cannot be keys of the scope''s tables (a deleted fence no longer stops stale writers of its key).';
+                  HINT = 'Keys that read as other values were written under other settings: set them as the keys'' writers had them in this session and update again, for example SET DateStyle = ''SQL, DMY''; ALTER EXTENSION fencing UPDATE. Keys that a constraint of their type refuses need the type corrected by its owner. Or, as the extension''s owner, in the transaction of the update and after LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE, correct those rows of fencing.scopes to the text this session prints, or delete those that cannot be keys of the scope''s tables (a deleted fence no longer stops stale writers of its key).';
     END IF;
 END
 $convert$;

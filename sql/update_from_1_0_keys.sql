@@ -207,6 +207,45 @@ SELECT fencing.unprotect('c.a_lost');
 ALTER EXTENSION fencing UPDATE;
 SELECT scope_name, key, fence FROM fencing.scopes;
 
+-- 8. Alice's key type refuses, during the update, keys it took before:
+-- the update names them with their scope, owner and the type's reason.
+-- An error that must stop the update at once (a cancel, here raised by
+-- her type's code) says which scope it was reading, as whom.
+:fresh
+SET ROLE regress_keys_alice;
+CREATE TABLE c.flags (refuse boolean, cancel boolean);
+INSERT INTO c.flags VALUES (false, false);
+GRANT SELECT ON c.flags TO PUBLIC;
+CREATE FUNCTION c.picky(v text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT refuse FROM c.flags) THEN
+        RAISE EXCEPTION 'no more codes like %', v;
+    END IF;
+    IF (SELECT cancel FROM c.flags) THEN
+        RAISE EXCEPTION 'enough' USING ERRCODE = 'query_canceled';
+    END IF;
+    RETURN true;
+END $$;
+CREATE DOMAIN c.code AS text CHECK (c.picky(VALUE));
+CREATE TYPE c.ref AS (code c.code);
+CREATE TABLE c.a_refs (r c.ref, fence fencing.fence);
+SET ROLE regress_keys_dba;
+SELECT protect_1_0('c.a_refs', '{r}', 'refs');
+SET ROLE regress_keys_alice;
+INSERT INTO c.a_refs VALUES (ROW('x-1'), '0:5'), (ROW('x-2'), '0:6');
+UPDATE c.flags SET refuse = true;
+SET ROLE regress_keys_dba;
+ALTER EXTENSION fencing UPDATE;
+SET ROLE regress_keys_alice;
+UPDATE c.flags SET refuse = false, cancel = true;
+SET ROLE regress_keys_dba;
+ALTER EXTENSION fencing UPDATE;
+SET ROLE regress_keys_alice;
+UPDATE c.flags SET cancel = false;
+SET ROLE regress_keys_dba;
+ALTER EXTENSION fencing UPDATE;
+SELECT scope_name, key, fence FROM fencing.scopes;
+
 \c :regress_db
 DROP DATABASE regress_update_keys WITH (FORCE);
 DROP ROLE regress_keys_alice;

@@ -328,6 +328,8 @@ static Oid DomainReadWith(Oid typid);
 /* What reading the keys of one scope needs */
 typedef struct LegacyKeyReader
 {
+	const char *scope_name;
+	const char *role_name;		/* of read_as */
 	ScopeStorage *scope;
 	int			nvalues;		/* values in a key: 0 in table scope */
 	Oid			read_as;		/* the role whose rights the reading has */
@@ -437,7 +439,12 @@ ReadKeysOnce(LegacyKeyReader *r, LegacyKey *keys, int first, int n)
 		char	   *msg;
 
 		if (MustPropagate(edata->sqlerrcode))
-			ReThrowError(edata);
+			ereport(ERROR,
+					(errcode(edata->sqlerrcode),
+					 errmsg("cannot read the keys of fencing scope \"%s\" of fencing 1.0 as role %s: %s",
+							r->scope_name, r->role_name, edata->message),
+					 errdetail("Reading them runs the code of the key types' constraints, as the owner of the scope's tables."),
+					 errhint("If that code fails or does not return, have its owner correct it, or unprotect the scope's tables before the update, which keeps their fences as text keys.")));
 		if (n > 1)
 			return false;
 		msg = edata->message ? edata->message : "";
@@ -487,6 +494,16 @@ ReadLegacyKeys(LegacyKeyReader *r, LegacyKey *keys, int nkeys)
 	}
 }
 
+/* Error context of the conversion: which scope, read as which role */
+static void
+ConvertErrorContext(void *arg)
+{
+	LegacyKeyReader *r = (LegacyKeyReader *) arg;
+
+	errcontext("reading the keys of fencing scope \"%s\" of fencing 1.0 as role %s",
+			   r->scope_name, r->role_name);
+}
+
 /*
  * fencing_convert_scope_1_0(scope_name text, read_as regrole, OUT fences
  * bigint, OUT unread bigint, OUT unread_keys text[]): convert the keys of
@@ -516,6 +533,7 @@ fencing_convert_scope_1_0(PG_FUNCTION_ARGS)
 	List	   *shown = NIL;
 	Datum		result[3];
 	bool		result_nulls[3] = {false, false, false};
+	ErrorContextCallback callback;
 	int			i;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -532,9 +550,18 @@ fencing_convert_scope_1_0(PG_FUNCTION_ARGS)
 	scope = ScopeStorageOpen(scope_name, fncxt);
 	if (scope == NULL)
 		elog(ERROR, "fencing scope \"%s\" has no storage", scope_name);
+	reader.scope_name = scope_name;
 	reader.scope = scope;
 	reader.nvalues = scope->table_scope ? 0 : scope->nkeys;
 	reader.read_as = PG_GETARG_OID(1);
+	reader.role_name = GetUserNameFromId(reader.read_as, false);
+
+	/* any error that stops the update names the scope */
+	callback.callback = ConvertErrorContext;
+	callback.arg = &reader;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
+
 	reader.runs_code = false;
 	reader.in = MemoryContextAllocZero(fncxt, sizeof(FmgrInfo) * Max(reader.nvalues, 1));
 	reader.ioparams = MemoryContextAlloc(fncxt, sizeof(Oid) * Max(reader.nvalues, 1));
@@ -613,6 +640,7 @@ fencing_convert_scope_1_0(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 	}
 	SPI_cursor_close(portal);
+	error_context_stack = callback.previous;
 	SPI_finish();
 
 	result[0] = Int64GetDatum(fences);
