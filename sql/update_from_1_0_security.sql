@@ -63,6 +63,16 @@ CREATE TABLE public.m_comp (k public.acct, fence fencing.fence);
 CREATE TABLE public.m_arr (k public.evil_text[], fence fencing.fence);
 CREATE TABLE public.m_range (k public.evil_range, fence fencing.fence);
 CREATE TABLE public.m_domain (k public.evil_text, fence fencing.fence);
+-- and a composite type of hers without a domain, with a cast from text
+-- that calls her function: reading keys by casts would run it
+CREATE TYPE public.plain AS (bank text, id text);
+CREATE FUNCTION public.evil_cast(v text) RETURNS public.plain LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM public.evil(v);
+    RETURN pg_catalog.record_in(v::cstring, 'public.plain'::regtype, -1);
+END $$;
+CREATE CAST (text AS public.plain) WITH FUNCTION public.evil_cast(text);
+CREATE TABLE public.m_cast (k public.plain, fence fencing.fence);
 -- Alice keys by dates, written under DateStyle 'SQL, MDY' (1 February is
 -- 02/01/2026); and both protect a table in scope a-shared, keyed by
 -- Mallory's composite type (case 2 below).
@@ -76,6 +86,7 @@ SELECT pg_temp.protect_1_0('public.m_comp', '{k}', 'm-comp'),
        pg_temp.protect_1_0('public.m_arr', '{k}', 'm-arr'),
        pg_temp.protect_1_0('public.m_range', '{k}', 'm-range'),
        pg_temp.protect_1_0('public.m_domain', '{k}', 'm-domain'),
+       pg_temp.protect_1_0('public.m_cast', '{k}', 'm-cast'),
        pg_temp.protect_1_0('public.a_dates', '{day}', 'b-dates'),
        pg_temp.protect_1_0('public.a_shared', '{k}', 'a-shared'),
        pg_temp.protect_1_0('public.m_shared', '{k}', 'a-shared');
@@ -85,6 +96,7 @@ INSERT INTO public.m_comp VALUES (ROW('b', 'c-1'), '0:5');
 INSERT INTO public.m_arr VALUES (ARRAY['a-1']::public.evil_text[], '0:5');
 INSERT INTO public.m_range VALUES ('[1,3)', '0:5');
 INSERT INTO public.m_domain VALUES ('d-1', '0:5');
+INSERT INTO public.m_cast VALUES (ROW('b', 'p-1'), '0:5');
 RESET client_min_messages;
 SET DateStyle = 'SQL, MDY';
 SET ROLE regress_sec_alice;
