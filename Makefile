@@ -46,7 +46,10 @@ REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
 REGRESS_LOCKSVC = lock_services
 
-REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) $(REGRESS_LOCKSVC)
+REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security
+
+REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) \
+	$(REGRESS_LOCKSVC) $(REGRESS_UPDATE)
 REGRESS_OPTS = --load-extension=fencing
 
 # isolation tester: test/isolation/specs/NAME.spec against
@@ -60,7 +63,9 @@ ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race 
 
 ISOLATION_LEASE = lease_acquire_race lease_renew_race
 
-ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE)
+ISOLATION_UPDATE = update_1_0_scope_copy_race
+
+ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE) $(ISOLATION_UPDATE)
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
 PG_CONFIG ?= pg_config

@@ -12,11 +12,102 @@
 -- qualifies every name (@extschema@, pg_catalog) as the 1.0 script does.
 
 ------------------------------------------------------------------------------
--- Hardening, part 1: typed scope storage and scope owners (issue 10)
+-- Typed scope storage and scope owners
 ------------------------------------------------------------------------------
 
--- Key identity (SPEC 4a).  In 1.0 a key was the text form of its values
--- under the writer's session settings, so a stale writer could spell its
+-- Objects outside the extension must not hold what the update drops:
+-- 1.0's table fencing.scopes (readable by every role, so that any role
+-- could build a view or a column type on it) and two lease functions of
+-- 1.0.  Without this the update would fail at the DROP, naming an object
+-- but not its owner nor what to do; the error below names both.  Dropping
+-- such an object lowers no fence.
+DO $$
+DECLARE
+    held text;
+    n integer;
+BEGIN
+    WITH dropped(classid, objid) AS (
+        SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, c.oid
+          FROM pg_catalog.pg_class c
+         WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.scopes'::pg_catalog.regclass
+        UNION ALL
+        SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid
+          FROM pg_catalog.pg_type t
+         WHERE t.typrelid OPERATOR(pg_catalog.=) '@extschema@.scopes'::pg_catalog.regclass
+        UNION ALL
+        SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, a.oid
+          FROM pg_catalog.pg_type t
+          JOIN pg_catalog.pg_type a ON a.oid OPERATOR(pg_catalog.=) t.typarray
+         WHERE t.typrelid OPERATOR(pg_catalog.=) '@extschema@.scopes'::pg_catalog.regclass
+        UNION ALL
+        SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid
+          FROM pg_catalog.pg_proc p
+         WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY['@extschema@.lease_check_name(text)'::pg_catalog.regprocedure,
+                                                     '@extschema@.lease_expiry(timestamptz, interval)'::pg_catalog.regprocedure])
+    ),
+    dependent AS (
+        -- a view's rule stands for the view
+        SELECT DISTINCT
+               CASE WHEN d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                    THEN 'pg_catalog.pg_class'::pg_catalog.regclass ELSE d.classid END AS classid,
+               CASE WHEN d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                    THEN (SELECT w.ev_class FROM pg_catalog.pg_rewrite w WHERE w.oid OPERATOR(pg_catalog.=) d.objid)
+                    ELSE d.objid END AS objid,
+               CASE WHEN d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+                    THEN 0 ELSE d.objsubid END AS objsubid,
+               d.refclassid, d.refobjid
+          FROM pg_catalog.pg_depend d
+          JOIN dropped x ON x.classid OPERATOR(pg_catalog.=) d.refclassid
+                        AND x.objid OPERATOR(pg_catalog.=) d.refobjid
+         WHERE d.deptype OPERATOR(pg_catalog.=) 'n'
+    )
+    SELECT pg_catalog.count(*),
+           pg_catalog.string_agg(pg_catalog.format('%s %s (owner %s) depends on %s %s',
+                                     (pg_catalog.pg_identify_object(o.classid, o.objid, o.objsubid)).type,
+                                     (pg_catalog.pg_identify_object(o.classid, o.objid, o.objsubid)).identity,
+                                     COALESCE(o.owner::pg_catalog.regrole::pg_catalog.text, 'unknown'),
+                                     (pg_catalog.pg_identify_object(o.refclassid, o.refobjid, 0)).type,
+                                     (pg_catalog.pg_identify_object(o.refclassid, o.refobjid, 0)).identity),
+                                 '; ' ORDER BY o.classid, o.objid, o.objsubid)
+      INTO n, held
+      FROM (SELECT dep.*,
+                   CASE dep.classid
+                       WHEN 'pg_catalog.pg_class'::pg_catalog.regclass THEN
+                           (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) dep.objid)
+                       WHEN 'pg_catalog.pg_proc'::pg_catalog.regclass THEN
+                           (SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) dep.objid)
+                       WHEN 'pg_catalog.pg_type'::pg_catalog.regclass THEN
+                           (SELECT t.typowner FROM pg_catalog.pg_type t WHERE t.oid OPERATOR(pg_catalog.=) dep.objid)
+                       WHEN 'pg_catalog.pg_constraint'::pg_catalog.regclass THEN
+                           (SELECT COALESCE(c.relowner, t.typowner) FROM pg_catalog.pg_constraint k
+                              LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) k.conrelid
+                              LEFT JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) k.contypid
+                             WHERE k.oid OPERATOR(pg_catalog.=) dep.objid)
+                       WHEN 'pg_catalog.pg_attrdef'::pg_catalog.regclass THEN
+                           (SELECT c.relowner FROM pg_catalog.pg_attrdef a
+                              JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.adrelid
+                             WHERE a.oid OPERATOR(pg_catalog.=) dep.objid)
+                       WHEN 'pg_catalog.pg_policy'::pg_catalog.regclass THEN
+                           (SELECT c.relowner FROM pg_catalog.pg_policy y
+                              JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) y.polrelid
+                             WHERE y.oid OPERATOR(pg_catalog.=) dep.objid)
+                   END AS owner
+              FROM dependent dep
+             WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_depend e
+                                WHERE e.classid OPERATOR(pg_catalog.=) dep.classid
+                                  AND e.objid OPERATOR(pg_catalog.=) dep.objid
+                                  AND e.deptype OPERATOR(pg_catalog.=) 'e')) o;
+    IF n OPERATOR(pg_catalog.>) 0 THEN
+        RAISE EXCEPTION 'cannot update extension "fencing": % objects outside it depend on objects of fencing 1.0 that the update drops', n
+            USING ERRCODE = 'dependent_objects_still_exist',
+                  DETAIL = pg_catalog.format('%s.', pg_catalog.left(held, 3000)),
+                  HINT = 'Drop those objects (as their owners or a superuser), in the transaction of the update if nothing may miss them, and create them again afterwards where they still make sense: fencing.scopes becomes a view with the same columns, and the two lease functions are gone. Dropping them lowers no fence.';
+    END IF;
+END
+$$;
+
+-- Key identity.  In 1.0 a key was the text form of its values under the
+-- writer's session settings, so a stale writer could spell its
 -- key anew (DateStyle, TimeZone, bytea_output, extra_float_digits, 1.0 for
 -- 1 in numeric, -0 for 0, a renamed enum value) and meet no fence.  From
 -- 1.1 each key or table scope keeps its fences in a typed table of its own
@@ -70,50 +161,130 @@ REVOKE ALL ON FUNCTION @extschema@.scope_create(text, regrole, regtype[], oid[],
 -- scope used by protected tables takes their key columns' types (they
 -- must agree) and their owner; a scope no protected table uses any more
 -- keeps text keys and goes to the extension's owner, who may hand it on
--- (reset_scope) or keep it.  The text forms are parsed under fixed
--- settings; keys that several spellings made into several 1.0 keys merge
--- into one, with the highest fence.  A key that does not parse stops the
--- update with the list of such keys: nothing is converted by guesswork.
+-- (reset_scope) or keep it.
+--
+-- The keys are read exactly: each key's text is read as values of the
+-- key types under this session's settings and converted only when those
+-- values print back to the very text that 1.0 stored (which its writer's
+-- output functions printed).  Any other key (written under another
+-- DateStyle, say) stops the update with the list of such keys, and the
+-- update is run again with the writers' settings: no key is converted to
+-- another value, nothing by guesswork.  Keys that are one value of the
+-- key types (numeric 1.0 and 1, 'ACCT-1' and 'acct-1' under a
+-- case-insensitive collation) become one key, with the highest fence.
+--
+-- Reading a key may run code of a role: the CHECK constraints of domains
+-- in the key types (a composite's attributes, array elements, a range's
+-- subtype).  The update runs it only as the owner of the scope's tables,
+-- in a security-restricted operation whose every effect is rolled back
+-- (src/scopes_1_0.c), never with the rights of the role running the
+-- update.  A scope shared by tables of several owners has no owner to run
+-- it as: when reading its keys would run such code, the update stops and
+-- says how to give each owner's tables a scope of their own.
+--
+-- Data of other roles (a scope name, key types, keys) can stop the update
+-- only with an error that names the scope, its tables' owners and a
+-- command that lets the update go on: one that renames or copies a scope,
+-- and lowers no fence.  Such commands run in the transaction of the update,
+-- after locking the tables whose scope they change (so that their writers
+-- wait before their statements' snapshots, and then read the new scope
+-- names) and the two tables that the update locks, so that no writer
+-- writes the old names in between.
 --
 -- Writers keep writing meanwhile, through the 1.0 text keys; the locks
 -- hold them (and any protect() of a 1.0 library) at the door until the
 -- update commits, so that no fence is read here and advanced there: they
 -- then write through the typed storage, or fail once and retry.
 LOCK TABLE @extschema@.protected, @extschema@.scopes IN EXCLUSIVE MODE;
+
+-- Helpers of the conversion, dropped again below: it reads the keys of
+-- one scope into its storage (src/scopes_1_0.c); it looks at the key
+-- types; and it finds a scope name that no 1.0 scope uses.
+CREATE FUNCTION @extschema@.convert_scope_1_0(scope_name text, read_as regrole,
+                                              OUT fences bigint, OUT unread bigint,
+                                              OUT unread_keys text[])
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'fencing_convert_scope_1_0' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION @extschema@.key_types_1_0(types regtype[],
+                                          OUT unkeyable regtype, OUT runs_code text)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'fencing_key_types_1_0' LANGUAGE C STABLE PARALLEL UNSAFE;
+CREATE FUNCTION @extschema@.free_scope_name_1_0(base text) RETURNS text
+    LANGUAGE sql STABLE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT n.name
+      FROM (SELECT CASE WHEN pg_catalog.octet_length(base) OPERATOR(pg_catalog.<=) 240 THEN base
+                        ELSE 'scope ' OPERATOR(pg_catalog.||) pg_catalog.md5(base) END) AS b(name),
+           LATERAL pg_catalog.generate_series(1, 1000) AS i,
+           LATERAL (SELECT CASE WHEN i OPERATOR(pg_catalog.=) 1 THEN b.name
+                                ELSE b.name OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) i END) AS n(name)
+     WHERE NOT EXISTS (SELECT FROM @extschema@.scopes s WHERE s.scope_name OPERATOR(pg_catalog.=) n.name)
+       AND NOT EXISTS (SELECT FROM @extschema@.protected p WHERE p.scope_name OPERATOR(pg_catalog.=) n.name)
+     ORDER BY i
+     LIMIT 1
+$$;
+REVOKE ALL ON FUNCTION @extschema@.convert_scope_1_0(text, regrole),
+    @extschema@.key_types_1_0(regtype[]),
+    @extschema@.free_scope_name_1_0(text) FROM PUBLIC;
+
 DO $convert$
 DECLARE
     sc record;
     t record;
+    r record;
     types regtype[];
     colls oid[];
     t_types regtype[];
     t_colls oid[];
+    t_kind text;
+    t_found integer;
     names name[];
+    owners oid[];
+    rels regclass[];
+    rel_owners oid[];
+    rel_kinds text[];
+    table_lines text[];
+    tables text;
+    owner_desc text;
+    shown_name text;
+    mismatch boolean;
+    fix text;
+    read_as oid;
     scope_owner oid;
     ext_owner oid := (SELECT c.relowner FROM pg_catalog.pg_class c
                        WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.protected'::pg_catalog.regclass);
     storage regclass;
     arity_min integer;
     arity_max integer;
-    cols text;
-    keycols text;
-    bad text;
-    badkey record;
-    saved_datestyle text := pg_catalog.current_setting('DateStyle');
-    saved_intervalstyle text := pg_catalog.current_setting('IntervalStyle');
+    unread_total bigint := 0;
+    unread_lines text[] := '{}';
+    -- the command that lets the update go on: it locks the tables whose
+    -- scope it changes (their writers wait before they read fencing.protected
+    -- and so read its new row afterwards), then the tables the update locks
+    moved text;
+    fix_begin text;
+    fix_end constant text := 'ALTER EXTENSION fencing UPDATE; COMMIT;';
 BEGIN
-    PERFORM pg_catalog.set_config('DateStyle', 'ISO, MDY', true);
-    PERFORM pg_catalog.set_config('IntervalStyle', 'postgres', true);
-
     FOR sc IN SELECT s.scope_name FROM @extschema@.scopes s
               UNION
               SELECT p.scope_name FROM @extschema@.protected p
                WHERE p.key_columns IS NOT NULL
               ORDER BY 1
     LOOP
+        -- the name as messages show it (a name too long to convert, shortened)
+        shown_name := CASE WHEN pg_catalog.octet_length(sc.scope_name) OPERATOR(pg_catalog.>) 255
+                           THEN pg_catalog.left(sc.scope_name, 60) OPERATOR(pg_catalog.||) '...'
+                           ELSE sc.scope_name END;
         types := NULL;
+        colls := NULL;
         names := NULL;
-        scope_owner := NULL;
+        mismatch := false;
+        owners := '{}';
+        rels := '{}';
+        rel_owners := '{}';
+        rel_kinds := '{}';
+        table_lines := '{}';
         FOR t IN SELECT p.relid, p.key_columns, c.relowner
                    FROM @extschema@.protected p
                    JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relid
@@ -123,12 +294,19 @@ BEGIN
         LOOP
             -- the key columns' base types (domains unwrapped) and collations
             SELECT COALESCE(pg_catalog.array_agg(b.base::pg_catalog.regtype ORDER BY k.ord), '{}'),
-                   COALESCE(pg_catalog.array_agg(a.attcollation ORDER BY k.ord), '{}')
-              INTO t_types, t_colls
+                   COALESCE(pg_catalog.array_agg(a.attcollation ORDER BY k.ord), '{}'),
+                   COALESCE(pg_catalog.string_agg(
+                       pg_catalog.format_type(b.base, NULL) OPERATOR(pg_catalog.||)
+                       CASE WHEN a.attcollation OPERATOR(pg_catalog.=) b.typcollation THEN ''
+                            ELSE ' COLLATE ' OPERATOR(pg_catalog.||) a.attcollation::pg_catalog.regcollation::pg_catalog.text
+                       END, ', ' ORDER BY k.ord), ''),
+                   pg_catalog.count(a.attnum)
+              INTO t_types, t_colls, t_kind, t_found
               FROM pg_catalog.unnest(t.key_columns) WITH ORDINALITY AS k(name, ord)
               JOIN pg_catalog.pg_attribute a
                 ON a.attrelid OPERATOR(pg_catalog.=) t.relid
                AND a.attname OPERATOR(pg_catalog.=) k.name
+               AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
              CROSS JOIN LATERAL (
                    WITH RECURSIVE d(oid, basetype) AS (
                         SELECT ty.oid, ty.typbasetype FROM pg_catalog.pg_type ty
@@ -136,26 +314,103 @@ BEGIN
                         UNION ALL
                         SELECT ty.oid, ty.typbasetype FROM pg_catalog.pg_type ty
                           JOIN d ON ty.oid OPERATOR(pg_catalog.=) d.basetype)
-                   SELECT d.oid AS base FROM d
+                   SELECT d.oid AS base, ty.typcollation FROM d
+                     JOIN pg_catalog.pg_type ty ON ty.oid OPERATOR(pg_catalog.=) d.oid
                     WHERE d.basetype OPERATOR(pg_catalog.=) 0) b;
+            IF t_found OPERATOR(pg_catalog.<>) pg_catalog.cardinality(t.key_columns) THEN
+                RAISE EXCEPTION 'cannot convert fencing scope "%": table % has lost a key column',
+                                shown_name, t.relid
+                    USING ERRCODE = 'object_not_in_prerequisite_state',
+                          DETAIL = pg_catalog.format('Table %s of role %s is protected in the scope with key columns %s, and does not have them all.',
+                                                     t.relid, t.relowner::pg_catalog.regrole, t.key_columns),
+                          HINT = pg_catalog.format('Give the table its key columns back (as its owner), or unprotect it before the update (as its owner or the extension''s owner: SELECT fencing.unprotect(%L);), which keeps the scope''s fences; then update again.',
+                                                   t.relid::pg_catalog.text);
+            END IF;
+            rels := rels OPERATOR(pg_catalog.||) t.relid;
+            rel_owners := rel_owners OPERATOR(pg_catalog.||) t.relowner;
+            rel_kinds := rel_kinds OPERATOR(pg_catalog.||) t_kind;
+            table_lines := table_lines OPERATOR(pg_catalog.||)
+                           pg_catalog.format('%s of role %s, keys (%s)', t.relid,
+                                             t.relowner::pg_catalog.regrole, t_kind);
             IF types IS NULL THEN
                 types := t_types;
                 colls := t_colls;
                 names := t.key_columns;
-                scope_owner := t.relowner;
             ELSIF types OPERATOR(pg_catalog.<>) t_types OR colls OPERATOR(pg_catalog.<>) t_colls THEN
-                RAISE EXCEPTION 'cannot convert fencing scope "%" to typed storage', sc.scope_name
-                    USING ERRCODE = 'datatype_mismatch',
-                          DETAIL = pg_catalog.format('Table %s keys the scope with (%s), another protected table with (%s).',
-                                                     t.relid::pg_catalog.regclass,
-                                                     pg_catalog.array_to_string(t_types, ', '),
-                                                     pg_catalog.array_to_string(types, ', ')),
-                          HINT = 'Give the tables key columns of the same types and collations, or protect one of them with another scope_name, then update again.';
-            ELSIF scope_owner OPERATOR(pg_catalog.<>) t.relowner THEN
-                -- tables of several owners: the extension's owner decides
-                scope_owner := ext_owner;
+                mismatch := true;
+            END IF;
+            IF NOT t.relowner OPERATOR(pg_catalog.=) ANY (owners) THEN
+                owners := owners OPERATOR(pg_catalog.||) t.relowner;
             END IF;
         END LOOP;
+        tables := pg_catalog.array_to_string(table_lines[1:20], '; ')
+                  OPERATOR(pg_catalog.||)
+                  CASE WHEN pg_catalog.cardinality(table_lines) OPERATOR(pg_catalog.>) 20
+                       THEN pg_catalog.format(' and %s more', pg_catalog.cardinality(table_lines) OPERATOR(pg_catalog.-) 20)
+                       ELSE '' END;
+        owner_desc := CASE pg_catalog.cardinality(owners)
+                          WHEN 0 THEN 'no table'
+                          WHEN 1 THEN pg_catalog.format('role %s', owners[1]::pg_catalog.regrole)
+                          ELSE pg_catalog.format('roles %s', (SELECT pg_catalog.string_agg(o::pg_catalog.regrole::pg_catalog.text, ', ')
+                                                               FROM pg_catalog.unnest(owners) AS o))
+                      END;
+
+        -- a scope name has 1 to 255 bytes: rename the others
+        IF pg_catalog.octet_length(sc.scope_name) NOT BETWEEN 1 AND 255 THEN
+            SELECT pg_catalog.string_agg(p.relid::pg_catalog.text, ', ' ORDER BY p.relid)
+              INTO moved
+              FROM @extschema@.protected p
+             WHERE pg_catalog.octet_length(p.scope_name) NOT BETWEEN 1 AND 255
+               AND p.key_columns IS NOT NULL;
+            fix_begin := 'BEGIN; ' OPERATOR(pg_catalog.||)
+                         COALESCE(pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE; ', moved), '')
+                         OPERATOR(pg_catalog.||) 'LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
+            RAISE EXCEPTION 'cannot convert fencing scope "%": its name has % bytes',
+                            shown_name, pg_catalog.octet_length(sc.scope_name)
+                USING ERRCODE = 'invalid_parameter_value',
+                      DETAIL = pg_catalog.format('A scope name has 1 to 255 bytes from fencing 1.1 on. %s.',
+                                                 CASE WHEN tables OPERATOR(pg_catalog.=) ''
+                                                      THEN 'No protected table uses the scope'
+                                                      ELSE 'Protected in the scope: ' OPERATOR(pg_catalog.||) tables END),
+                      HINT = 'As the extension''s owner, rename such scopes in the transaction of the update, which lowers no fence: '
+                             OPERATOR(pg_catalog.||) fix_begin OPERATOR(pg_catalog.||)
+                             'UPDATE fencing.protected SET scope_name = ''scope '' || md5(scope_name) WHERE octet_length(scope_name) NOT BETWEEN 1 AND 255; '
+                             'UPDATE fencing.scopes SET scope_name = ''scope '' || md5(scope_name) WHERE octet_length(scope_name) NOT BETWEEN 1 AND 255; '
+                             OPERATOR(pg_catalog.||) fix_end;
+        END IF;
+
+        -- one scope, one set of key types: the tables of other types get a
+        -- copy of the scope under a name of their own
+        IF mismatch THEN
+            SELECT pg_catalog.string_agg(u.rel::pg_catalog.text, ', ' ORDER BY u.ord)
+              INTO moved
+              FROM ROWS FROM (pg_catalog.unnest(rels), pg_catalog.unnest(rel_kinds))
+                   WITH ORDINALITY AS u(rel, kind, ord)
+             WHERE u.kind OPERATOR(pg_catalog.<>) rel_kinds[1];
+            fix_begin := pg_catalog.format('BEGIN; LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE; ', moved)
+                         OPERATOR(pg_catalog.||) 'LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
+            SELECT pg_catalog.string_agg(pg_catalog.format(
+                       'INSERT INTO fencing.scopes (scope_name, key, fence) SELECT %1$L, key, fence FROM fencing.scopes WHERE scope_name = %2$L; '
+                       'UPDATE fencing.protected SET scope_name = %1$L WHERE relid IN (%3$s); ',
+                       @extschema@.free_scope_name_1_0(sc.scope_name OPERATOR(pg_catalog.||) ' (' OPERATOR(pg_catalog.||) g.kind OPERATOR(pg_catalog.||) ')'),
+                       sc.scope_name, g.rels), '' ORDER BY g.first)
+              INTO fix
+              FROM (SELECT u.kind, pg_catalog.min(u.ord) AS first,
+                           pg_catalog.string_agg(pg_catalog.quote_literal(u.rel::pg_catalog.text) OPERATOR(pg_catalog.||) '::regclass',
+                                                 ', ' ORDER BY u.ord) AS rels
+                      FROM ROWS FROM (pg_catalog.unnest(rels), pg_catalog.unnest(rel_kinds))
+                           WITH ORDINALITY AS u(rel, kind, ord)
+                     GROUP BY u.kind) g
+             WHERE g.kind OPERATOR(pg_catalog.<>) rel_kinds[1];
+            RAISE EXCEPTION 'cannot convert fencing scope "%": its tables have key columns of different types',
+                            shown_name
+                USING ERRCODE = 'datatype_mismatch',
+                      DETAIL = pg_catalog.format('From fencing 1.1 on a scope keeps its fences in a table of its key types and collations, which all its tables share. Protected in the scope: %s.',
+                                                 tables),
+                      HINT = 'As the extension''s owner, give the tables of the other key types scopes of their own with a copy of this scope''s fences, in the transaction of the update, which lowers no fence: '
+                             OPERATOR(pg_catalog.||) fix_begin OPERATOR(pg_catalog.||) fix OPERATOR(pg_catalog.||) fix_end
+                             OPERATOR(pg_catalog.||) ' Keys of a copy that do not read as its types are then listed, for you to delete from the copy.';
+        END IF;
 
         IF types IS NULL THEN
             -- no protected table uses the scope any more: text keys
@@ -165,69 +420,114 @@ BEGIN
               FROM @extschema@.scopes s
              WHERE s.scope_name OPERATOR(pg_catalog.=) sc.scope_name;
             IF arity_min OPERATOR(pg_catalog.<>) arity_max THEN
-                RAISE EXCEPTION 'cannot convert fencing scope "%" to typed storage', sc.scope_name
+                fix_begin := 'BEGIN; LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
+                RAISE EXCEPTION 'cannot convert fencing scope "%": its keys have between % and % values',
+                                shown_name, arity_min, arity_max
                     USING ERRCODE = 'datatype_mismatch',
-                          DETAIL = pg_catalog.format('No protected table uses the scope, and its keys have between %s and %s values.',
-                                                     arity_min, arity_max),
-                          HINT = 'Delete the rows of fencing.scopes of this scope that are no longer wanted, then update again.';
+                          DETAIL = 'No protected table uses the scope: it becomes a scope of text keys of the extension''s owner, whose keys all have one number of values.',
+                          HINT = pg_catalog.format('As the extension''s owner, move the keys of %s values to a scope of their own, in the transaction of the update, which lowers no fence: %sUPDATE fencing.scopes SET scope_name = %L WHERE scope_name = %L AND json_array_length(key::json) = %s; %s',
+                                                   arity_max, fix_begin,
+                                                   @extschema@.free_scope_name_1_0(pg_catalog.format('%s (%s values)', sc.scope_name, arity_max)),
+                                                   sc.scope_name, arity_max, fix_end);
             END IF;
             SELECT COALESCE(pg_catalog.array_agg('pg_catalog.text'::pg_catalog.regtype), '{}'),
                    COALESCE(pg_catalog.array_agg(100::pg_catalog.oid), '{}')
               INTO types, colls
               FROM pg_catalog.generate_series(1, arity_min);
+            -- text keys: reading them runs no role's code
             scope_owner := ext_owner;
+            read_as := ext_owner;
+            owner_desc := 'no table, the extension''s owner';
+        ELSE
+            SELECT * INTO r FROM @extschema@.key_types_1_0(types);
+            IF r.unkeyable IS NOT NULL THEN
+                RAISE EXCEPTION 'cannot convert fencing scope "%": type % cannot key a scope',
+                                shown_name, r.unkeyable
+                    USING ERRCODE = 'feature_not_supported',
+                          DETAIL = pg_catalog.format('From fencing 1.1 on, keys are the same when their values are equal under the default btree operator class of their types, and %s has none. Protected in the scope: %s.',
+                                                     r.unkeyable, tables),
+                          HINT = pg_catalog.format('Unprotect those tables before the update (as their owners, or as the extension''s owner: %s); the scope''s fences stay, as text keys. Protect them again afterwards with key columns of another type.',
+                                                   (SELECT pg_catalog.string_agg(pg_catalog.format('SELECT fencing.unprotect(%L);', x::pg_catalog.text), ' ')
+                                                      FROM pg_catalog.unnest(rels) AS x));
+            END IF;
+            IF pg_catalog.cardinality(owners) OPERATOR(pg_catalog.=) 1 THEN
+                scope_owner := owners[1];
+                read_as := owners[1];
+            ELSIF r.runs_code IS NOT NULL THEN
+                -- each owner's tables get a copy of the scope, but the first's
+                SELECT pg_catalog.string_agg(u.rel::pg_catalog.text, ', ' ORDER BY u.ord)
+                  INTO moved
+                  FROM ROWS FROM (pg_catalog.unnest(rels), pg_catalog.unnest(rel_owners))
+                       WITH ORDINALITY AS u(rel, owner, ord)
+                 WHERE u.owner OPERATOR(pg_catalog.<>) rel_owners[1];
+                fix_begin := pg_catalog.format('BEGIN; LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE; ', moved)
+                             OPERATOR(pg_catalog.||) 'LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE; ';
+                SELECT pg_catalog.string_agg(pg_catalog.format(
+                           'INSERT INTO fencing.scopes (scope_name, key, fence) SELECT %1$L, key, fence FROM fencing.scopes WHERE scope_name = %2$L; '
+                           'UPDATE fencing.protected SET scope_name = %1$L WHERE relid IN (%3$s); ',
+                           @extschema@.free_scope_name_1_0(sc.scope_name OPERATOR(pg_catalog.||) ' (' OPERATOR(pg_catalog.||)
+                                                           g.owner::pg_catalog.regrole::pg_catalog.text OPERATOR(pg_catalog.||) ')'),
+                           sc.scope_name, g.rels), '' ORDER BY g.first)
+                  INTO fix
+                  FROM (SELECT u.owner, pg_catalog.min(u.ord) AS first,
+                               pg_catalog.string_agg(pg_catalog.quote_literal(u.rel::pg_catalog.text) OPERATOR(pg_catalog.||) '::regclass',
+                                                     ', ' ORDER BY u.ord) AS rels
+                          FROM ROWS FROM (pg_catalog.unnest(rels), pg_catalog.unnest(rel_owners))
+                               WITH ORDINALITY AS u(rel, owner, ord)
+                         GROUP BY u.owner) g
+                 WHERE g.owner OPERATOR(pg_catalog.<>) rel_owners[1];
+                RAISE EXCEPTION 'cannot convert fencing scope "%": reading its keys runs code of a role, and its tables have several owners',
+                                shown_name
+                    USING ERRCODE = 'object_not_in_prerequisite_state',
+                          DETAIL = pg_catalog.format('Reading the keys as values of their types checks the constraints of %s. The update runs such code only as the owner of the keys, which this scope does not have: protected in it are %s.',
+                                                     r.runs_code, tables),
+                          HINT = 'As the extension''s owner, give the tables of each other owner a scope of their own with a copy of this scope''s fences, in the transaction of the update, which lowers no fence: '
+                                 OPERATOR(pg_catalog.||) fix_begin OPERATOR(pg_catalog.||) fix OPERATOR(pg_catalog.||) fix_end;
+            ELSE
+                -- tables of several owners: the extension's owner decides;
+                -- reading the keys runs no role's code
+                scope_owner := ext_owner;
+                read_as := ext_owner;
+            END IF;
         END IF;
 
         storage := @extschema@.scope_create(sc.scope_name, scope_owner::pg_catalog.regrole,
                                             types, colls, names);
-
-        IF pg_catalog.cardinality(types) OPERATOR(pg_catalog.=) 0 THEN
-            cols := 'true';
-            keycols := 'table_scope';
-        ELSE
-            SELECT pg_catalog.string_agg(pg_catalog.format('(s.key::pg_catalog.json OPERATOR(pg_catalog.->>) %s)::%s',
-                                                           i OPERATOR(pg_catalog.-) 1, types[i]), ', ' ORDER BY i),
-                   pg_catalog.string_agg(pg_catalog.format('key_%s', i), ', ' ORDER BY i)
-              INTO cols, keycols
-              FROM pg_catalog.generate_series(1, pg_catalog.cardinality(types)) AS i;
+        SELECT * INTO r FROM @extschema@.convert_scope_1_0(sc.scope_name, read_as::pg_catalog.regrole);
+        IF r.unread OPERATOR(pg_catalog.>) 0 THEN
+            unread_total := unread_total OPERATOR(pg_catalog.+) r.unread;
+            unread_lines := unread_lines OPERATOR(pg_catalog.||)
+                ARRAY(SELECT pg_catalog.format('scope "%s" (%s): key %s', shown_name, owner_desc, k)
+                        FROM pg_catalog.unnest(r.unread_keys) AS k)
+                OPERATOR(pg_catalog.||)
+                CASE WHEN r.unread OPERATOR(pg_catalog.>) pg_catalog.cardinality(r.unread_keys)
+                     THEN ARRAY[pg_catalog.format('scope "%s": %s more keys', shown_name,
+                                                  r.unread OPERATOR(pg_catalog.-) pg_catalog.cardinality(r.unread_keys))]
+                     ELSE '{}'::text[] END;
         END IF;
-
-        BEGIN
-            EXECUTE pg_catalog.format(
-                'INSERT INTO %s (%s, fence) '
-                'SELECT %s, @extschema@.max(c.fence) '
-                '  FROM (SELECT %s, s.fence FROM @extschema@.scopes s '
-                '         WHERE s.scope_name OPERATOR(pg_catalog.=) $1) AS c(%s, fence) '
-                ' GROUP BY %s',
-                storage, keycols, keycols, cols, keycols, keycols)
-            USING sc.scope_name;
-        EXCEPTION WHEN data_exception OR invalid_text_representation THEN
-            -- find the keys that do not parse, for the error
-            bad := NULL;
-            FOR badkey IN SELECT s.key FROM @extschema@.scopes s
-                           WHERE s.scope_name OPERATOR(pg_catalog.=) sc.scope_name ORDER BY s.key
-            LOOP
-                BEGIN
-                    EXECUTE pg_catalog.format('SELECT %s FROM (SELECT $1::pg_catalog.text AS key) s', cols)
-                        USING badkey.key;
-                EXCEPTION WHEN data_exception OR invalid_text_representation THEN
-                    bad := COALESCE(bad OPERATOR(pg_catalog.||) ', ', '')
-                           OPERATOR(pg_catalog.||) badkey.key;
-                END;
-            END LOOP;
-            RAISE EXCEPTION 'cannot convert the keys of fencing scope "%" to its key types (%)',
-                            sc.scope_name, pg_catalog.array_to_string(types, ', ')
-                USING ERRCODE = 'invalid_text_representation',
-                      DETAIL = pg_catalog.format('These keys of fencing.scopes do not read as values of those types: %s.',
-                                                 pg_catalog.left(bad, 2000)),
-                      HINT = 'They were written under other session settings (DateStyle, for example) or by hand: as the extension''s owner, correct or delete those rows of fencing.scopes (a fence that is deleted no longer stops stale writers of its key), then update again.';
-        END;
     END LOOP;
 
-    PERFORM pg_catalog.set_config('DateStyle', saved_datestyle, true);
-    PERFORM pg_catalog.set_config('IntervalStyle', saved_intervalstyle, true);
+    IF unread_total OPERATOR(pg_catalog.>) 0 THEN
+        RAISE EXCEPTION 'cannot convert % keys of fencing.scopes exactly', unread_total
+            USING ERRCODE = 'invalid_text_representation',
+                  DETAIL = pg_catalog.format(E'The update converts a key only when its values print back to the text that fencing 1.0 stored, under this session''s settings (DateStyle %s, IntervalStyle %s, TimeZone %s, extra_float_digits %s, bytea_output %s, lc_monetary %s); no key is converted to another value. These keys do not:\n%s%s',
+                                             pg_catalog.current_setting('DateStyle'),
+                                             pg_catalog.current_setting('IntervalStyle'),
+                                             pg_catalog.current_setting('TimeZone'),
+                                             pg_catalog.current_setting('extra_float_digits'),
+                                             pg_catalog.current_setting('bytea_output'),
+                                             pg_catalog.current_setting('lc_monetary'),
+                                             pg_catalog.array_to_string(unread_lines[1:30], E'\n'),
+                                             CASE WHEN pg_catalog.cardinality(unread_lines) OPERATOR(pg_catalog.>) 30
+                                                  THEN E'\n(and more)' ELSE '' END),
+                  HINT = 'Keys that read as other values were written under other settings: set them as the keys'' writers had them in this session and update again, for example SET DateStyle = ''SQL, DMY''; ALTER EXTENSION fencing UPDATE. Keys that a constraint of their type refuses need the type corrected by its owner. Or, as the extension''s owner, in the transaction of the update and after LOCK TABLE fencing.protected, fencing.scopes IN EXCLUSIVE MODE, correct those rows of fencing.scopes to the text this session prints, or delete those that cannot be keys of the scope''s tables (a deleted fence no longer stops stale writers of its key).';
+    END IF;
 END
 $convert$;
+
+DROP FUNCTION @extschema@.convert_scope_1_0(text, regrole);
+DROP FUNCTION @extschema@.key_types_1_0(regtype[]);
+DROP FUNCTION @extschema@.free_scope_name_1_0(text);
 
 -- Sessions read their guard settings again at commit: from then on the
 -- guard uses the typed storage.
@@ -327,7 +627,7 @@ REVOKE ALL ON FUNCTION @extschema@.reset_scope(text) FROM PUBLIC;
 -- (end of scope storage section)
 
 ------------------------------------------------------------------------------
--- Hardening, part 2: the DDL guard and the guard's health (issue 10)
+-- The DDL guard and the guard's health
 ------------------------------------------------------------------------------
 
 -- Every backend caches which relations are protected, and through which
@@ -589,7 +889,7 @@ COMMENT ON VIEW @extschema@.protected_tables IS
 -- (end of ddl guard section)
 
 ------------------------------------------------------------------------------
--- Statistics and observability (issue 13)
+-- Statistics and observability
 ------------------------------------------------------------------------------
 
 -- The counters of the built-in leases (src/stats.c, counted by
@@ -644,30 +944,37 @@ GRANT SELECT ON @extschema@.lease_stats TO PUBLIC;
 -- (end of observability section)
 
 ------------------------------------------------------------------------------
--- Idempotency keys (issues 10, 15)
+-- Idempotency keys
 ------------------------------------------------------------------------------
 
--- Owners (issue 10; SPEC section 5).  A key belongs to the role that began
--- it (current_user of idem_begin), and any other role that is not a member
--- of it gets 42501 from every helper on the key.  regrole, not oid, so that
--- pg_dump writes role names, which a restore maps back to roles by name (and
--- refuses loudly where the role does not exist); pg_upgrade keeps role OIDs.
+-- Owners.  A key belongs to the role that began it (current_user of
+-- idem_begin), and any other role that is not a member of it gets 42501
+-- from every helper on the key.  regrole, not oid, so that pg_dump writes
+-- role names, which a restore maps back to roles by name (and refuses
+-- loudly where the role does not exist); pg_upgrade keeps role OIDs.
 --
--- Keys begun under 1.0: nobody recorded who began them, and no choice of a
--- role can be right for every database.  Giving them to the extension's
--- owner would refuse the very applications that wrote them (42501 on every
--- retry of a done key, and a multi-step request could never record its
--- result, then run again once its key expired).  So they go to PUBLIC
--- (owner 0, shown as '-'): every role may use them, exactly as under 1.0,
--- until they expire (24 hours by default), and every key begun from now on
--- has its begetter as owner.  A DBA who knows which role wrote them can
--- narrow them at once (as the extension's owner), for example
---   UPDATE fencing.idempotency_keys SET owner = 'app' WHERE owner = '-'::regrole;
--- The update says how many keys this concerns, with a WARNING (extension
+-- Keys begun under 1.0: nobody recorded who began them.  They go to the
+-- extension's owner, as the leases of 1.0 do: nothing goes to PUBLIC.  A
+-- key is a capability (replaying a finished key reads its result, and a
+-- running key's claim completes it), and under PUBLIC every role could use
+-- every other role's keys.  The extension's owner hands them to the
+-- application's role, best in the transaction of the update, so that no
+-- retry is ever refused:
+--     BEGIN;
+--     ALTER EXTENSION fencing UPDATE;
+--     UPDATE fencing.idempotency_keys SET owner = 'app' WHERE key LIKE 'order:%';
+--     COMMIT;
+-- Until then other roles get 42501 from them: they fail closed.  The
+-- update says how many keys this concerns, with a WARNING (extension
 -- scripts run with client_min_messages = warning, and this is about who
--- may use what).  The default only fills
--- the existing rows (no table rewrite); it is dropped at once, so that no
--- insertion can forget an owner.
+-- may use what).
+--
+-- The column and its comment are made as in 1.1 as released (which gave
+-- these keys to PUBLIC, owner 0): the default only fills the existing rows
+-- (no table rewrite) and is dropped at once, so that no insertion can
+-- forget an owner; the keys then go to the extension's owner.  The update
+-- to 1.2 gives the keys that the released 1.1 gave to PUBLIC to the
+-- extension's owner too, and rewrites the comment.
 ALTER TABLE @extschema@.idempotency_keys
     ADD COLUMN owner pg_catalog.regrole NOT NULL DEFAULT 0;
 ALTER TABLE @extschema@.idempotency_keys ALTER COLUMN owner DROP DEFAULT;
@@ -676,17 +983,25 @@ COMMENT ON COLUMN @extschema@.idempotency_keys.owner IS
 
 DO $$
 DECLARE
+    ext_owner pg_catalog.regrole := (SELECT e.extowner::pg_catalog.regrole
+                                       FROM pg_catalog.pg_extension AS e
+                                      WHERE e.extname OPERATOR(pg_catalog.=) 'fencing');
     n bigint;
     last_expiry timestamptz;
 BEGIN
-    SELECT pg_catalog.count(*), pg_catalog.max(k.expires_at)
+    WITH given AS (
+        UPDATE @extschema@.idempotency_keys AS k
+           SET owner = ext_owner
+         WHERE k.owner OPERATOR(pg_catalog.=) 0::pg_catalog.regrole
+        RETURNING k.expires_at)
+    SELECT pg_catalog.count(*), pg_catalog.max(g.expires_at)
       INTO n, last_expiry
-      FROM @extschema@.idempotency_keys AS k
-     WHERE k.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+      FROM given AS g
+     WHERE g.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
     IF n OPERATOR(pg_catalog.>) 0 THEN
-        RAISE WARNING '% idempotency keys begun under fencing 1.0 now belong to PUBLIC', n
-            USING DETAIL = pg_catalog.format('Every role may use them, as under 1.0, until they expire (the last at %s); keys begun from now on belong to the role that begins them.', last_expiry),
-                  HINT = 'If one role wrote them, give them to it: UPDATE fencing.idempotency_keys SET owner = ''role_name'' WHERE owner = ''-''::regrole;';
+        RAISE WARNING '% idempotency keys begun under fencing 1.0 now belong to the extension''s owner, role %', n, ext_owner
+            USING DETAIL = pg_catalog.format('Other roles get 42501 from them until the extension''s owner gives them to the roles that began them (the last expires at %s). Keys begun from now on belong to the role that begins them.', last_expiry),
+                  HINT = 'As the extension''s owner, give them to the role of their application, best in the transaction of the update: UPDATE fencing.idempotency_keys SET owner = ''role_name'' WHERE key LIKE ''prefix%'';';
     END IF;
 END
 $$;
@@ -694,14 +1009,14 @@ $$;
 -- (end of idempotency section)
 
 ------------------------------------------------------------------------------
--- Leases (issues 10, 13)
+-- Leases
 ------------------------------------------------------------------------------
 
--- Owners (SPEC section 7).  A lease name belongs to the role that first
--- acquired it: other roles (not members of it, nor superusers) get 42501
--- from lease_acquire, lease_renew, lease_release and lease_check of that
--- name, and its token is readable only by its owner roles, the extension's
--- owner and superusers.
+-- Owners.  A lease name belongs to the role that first acquired it: other
+-- roles (not members of it, nor superusers) get 42501 from lease_acquire,
+-- lease_renew, lease_release and lease_check of that name, and its token
+-- is readable only by its owner roles, the extension's owner and
+-- superusers.
 --
 -- The leases of 1.0 recorded no owner.  They go to the extension's owner:
 -- nobody gains a lease by the update, and only the extension's owner (who
@@ -779,7 +1094,7 @@ COMMENT ON FUNCTION @extschema@.lease_check(text, @extschema@.fence) IS
 DROP FUNCTION @extschema@.lease_check_name(text);
 DROP FUNCTION @extschema@.lease_expiry(timestamptz, interval);
 
--- fencing.lease_status (SPEC section 9): every lease, for everyone, like
+-- fencing.lease_status: every lease, for everyone, like
 -- etcdctl lease timetolive.  The token is shown to the roles the lease
 -- belongs to (members, superusers) and to the extension's owner; any
 -- other role sees NULL there, and everything else.  The view reads the
@@ -818,7 +1133,7 @@ GRANT SELECT ON @extschema@.lease_status TO PUBLIC;
 -- (end of lease section)
 
 ------------------------------------------------------------------------------
--- Distributed tables (issue 14)
+-- Distributed tables
 ------------------------------------------------------------------------------
 
 -- On a node with Citus, the guard row trigger of a distributed table is

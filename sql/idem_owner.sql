@@ -168,11 +168,14 @@ SELECT pg_temp.sqlstate_of($$SELECT fencing.idem_begin('gone:1', '{}')$$) AS evi
 RESET ROLE;
 SELECT state FROM fencing.idem_begin('gone:1', '{}', wait => false);
 
--- Keys of PUBLIC (owner '-': the update gives keys begun under 1.0 to
--- PUBLIC, see idem_update) may be used by every role, as under 1.0.
+-- A key of owner '-' (0, PUBLIC: the update to 1.1 as released gave the
+-- keys begun under 1.0 to PUBLIC so, see update_from_1_0_security) belongs
+-- to the extension's owner: no other role may use it, nor learn its claim.
 UPDATE fencing.idempotency_keys SET owner = '-' WHERE key = 'pay:2';
 SET ROLE regress_owner_evil;
+\set VERBOSITY terse
 SELECT * FROM fencing.idem_begin('pay:2', '{"cents": 200}', wait => false);
+\set VERBOSITY default
 RESET ROLE;
 
 -- A key must outlive its claim's lease: idem_begin refuses a retention

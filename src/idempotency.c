@@ -18,11 +18,14 @@
  * show the claim (SF001, SF004): the role is the unit of trust, and its
  * sessions share the key.  A key whose expires_at has passed counts as
  * absent, for its owner and for everyone else: whoever begins it next
- * owns the new incarnation.  Keys begun under fencing 1.0 belong to
- * PUBLIC (owner 0) after the update: every role may use them, as under
- * 1.0, until they expire (see the update script).  A 1.0 table (no owner
- * column) still works with this library: its keys then have no owners,
- * as in 1.0, until ALTER EXTENSION fencing UPDATE.
+ * owns the new incarnation.  Keys begun under fencing 1.0 belong to the
+ * extension's owner after the update, who hands them to the application's
+ * role; nothing belongs to PUBLIC.  A key of owner 0 (the released 1.1 gave
+ * the 1.0 keys to PUBLIC so, and the update to 1.2 gives them to the
+ * extension's owner) is the extension's owner's here too, for the time
+ * between installing this library and that update.  A 1.0 table (no owner
+ * column) still works with this library: its keys then have no owners, as
+ * in 1.0, until ALTER EXTENSION fencing UPDATE.
  *
  * Serialisation.  idem_begin() inserts with ON CONFLICT DO NOTHING
  * semantics and, when the key exists, reads its row; to change it (resume,
@@ -709,8 +712,9 @@ RequestFingerprint(Jsonb *request)
 
 /*
  * May role (the caller, whoever we run as now) use a key owned by owner?
- * A key of PUBLIC (owner 0: begun under 1.0, see the update script), or
- * of a 1.0 table without the column (NULL), may be used by every role.
+ * A key of a 1.0 table without the column (NULL) may be used by every
+ * role, as under 1.0; a key of owner 0 (given to PUBLIC by the released
+ * update to 1.1) belongs to the extension's owner.
  */
 static bool
 RoleMayUseKey(Oid role, bool owner_null, Oid owner)
@@ -718,8 +722,10 @@ RoleMayUseKey(Oid role, bool owner_null, Oid owner)
 	FencingSavedUser saved;
 	bool		ok;
 
-	if (owner_null || !OidIsValid(owner))
+	if (owner_null)
 		return true;
+	if (!OidIsValid(owner))
+		owner = FencingOwnerOid();
 	FencingBecomeRole(role, &saved);
 	ok = FencingActsFor(owner);
 	FencingRestoreUser(&saved);
@@ -733,8 +739,16 @@ RoleMayUseKey(Oid role, bool owner_null, Oid owner)
 static void
 ReportNotOwner(const char *key, Oid owner)
 {
-	char	   *name = GetUserNameFromId(owner, true);
+	char	   *name;
 
+	if (!OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for idempotency key \"%s\"", key),
+				 errdetail("The key was begun under fencing 1.0 and belongs to the extension's owner, role \"%s\", until it gives the key to another role.",
+						   GetUserNameFromId(FencingOwnerOid(), false)),
+				 errhint("The extension's owner gives the keys begun under fencing 1.0 to the role of their application.")));
+	name = GetUserNameFromId(owner, true);
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("permission denied for idempotency key \"%s\"", key),
