@@ -51,6 +51,7 @@ COMMENT ON FUNCTION @extschema@.set_token(@extschema@.fence) IS
 
 -- (end of lock services section)
 
+------------------------------------------------------------------------------
 -- Idempotency keys of fencing 1.0: to the extension's owner, not PUBLIC
 ------------------------------------------------------------------------------
 
