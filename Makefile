@@ -34,7 +34,8 @@ REGRESS_CORE = fence_type fence_input advance
 
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
 	guard_paths guard_privileges guard_bypass guard_ddl \
-	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy
+	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy \
+	token_source
 
 REGRESS_STATS = stats stats_forget
 
