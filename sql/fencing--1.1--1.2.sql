@@ -9,3 +9,25 @@
 --
 -- One section per concern.  Each section qualifies every name
 -- (@extschema@, pg_catalog) as the earlier scripts do.
+
+------------------------------------------------------------------------------
+-- Only the owner adds code to a protected table's writes: DDL that reaches
+-- protected tables through other objects
+------------------------------------------------------------------------------
+
+-- The DDL guard's rules also hold where a command names another object
+-- and changes protected tables on the way: CREATE SCHEMA ... CREATE TABLE
+-- ... PARTITION OF (its subcommands fire no event trigger of their own),
+-- and ALTER FUNCTION/ROUTINE ... OWNER TO of a function that a protected
+-- table's trigger runs (only a superuser or a member of the table's owner
+-- may own the code of its triggers).  An event trigger of its own, calling
+-- the DDL guard's function, so that fencing_ddl_guard_end keeps its tags.
+CREATE EVENT TRIGGER fencing_indirect_ddl_end ON ddl_command_end
+    WHEN TAG IN ('ALTER FUNCTION', 'ALTER ROUTINE', 'CREATE SCHEMA')
+    EXECUTE FUNCTION @extschema@.ddl_guard_end();
+-- fire with session_replication_role = replica too
+ALTER EVENT TRIGGER fencing_indirect_ddl_end ENABLE ALWAYS;
+COMMENT ON EVENT TRIGGER fencing_indirect_ddl_end IS
+    'DDL guard: guards tables that CREATE SCHEMA creates under a protected table, and refuses giving a function that a protected table''s trigger runs to a role not trusted with the table';
+
+-- (end of indirect DDL section)

@@ -24,6 +24,19 @@
  * Only changes that lower protection are refused: pg_restore (CREATE
  * TRIGGER, then ENABLE ALWAYS TRIGGER) and other schema changes work.
  *
+ * Only the owner adds code to a protected table's writes (42501, as
+ * PostgreSQL answers DDL that only an owner may run): CREATE TRIGGER of
+ * any kind on a protected table, a partition or child of one, or a
+ * partitioned table whose triggers would be cloned into one, by a role
+ * that is not a member of the table's owner (the TRIGGER privilege alone);
+ * and a trigger there whose code (its function, the functions of its
+ * WHEN clause) belongs to a role that is neither a superuser nor a member
+ * of the owner, however it arrives: CREATE TRIGGER, protect(), a table
+ * joining the tree, ALTER FUNCTION ... OWNER TO (see CodeOwnerTrusted).
+ * Rules need the owner in PostgreSQL itself.  CREATE SCHEMA ... CREATE
+ * TABLE ... PARTITION OF, whose subcommands fire no event trigger, is
+ * checked and guarded at the end of CREATE SCHEMA.
+ *
  * What is done: partitions and inheritance children created, attached or
  * inherited under a protected table get both guard triggers, enabled
  * ALWAYS, and the rows an attached or inheriting table brings advance the
@@ -61,8 +74,10 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_language.h"
+#include "catalog/pg_operator.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -87,6 +102,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
@@ -468,6 +484,216 @@ CheckTriggerState(Oid relid, Protection *p)
 }
 
 /*
+ * Only the owner adds code to a protected table's writes.  A trigger has
+ * no owner in pg_trigger, but the functions it runs do, and the owner of a
+ * function can change its code at any time (CREATE OR REPLACE FUNCTION).
+ * So the code of every trigger on a protected table, a partition or an
+ * inheritance child of one -- its function, and the functions its WHEN
+ * clause calls, directly or as an operator -- must belong to a role
+ * trusted with the table: a superuser, or a member of the owner of the
+ * table the trigger is on or of the protected table (a partition may have
+ * an owner of its own; triggers cloned from the protected table are its
+ * owner's).  Functions those functions call are their owners' choice.
+ * Checked when a trigger is created on a protected table, when protect()
+ * runs, when a table joins a protected tree and when a function that such
+ * a trigger runs is given to another owner; role memberships changed
+ * later (REVOKE, REASSIGN OWNED, which fire no event trigger) are not seen.
+ */
+
+/* May role own the code of triggers on member, protected under root? */
+static bool
+CodeOwnerTrusted(Oid role, Oid member, Oid root)
+{
+	if (superuser_arg(role))
+		return true;
+	if (has_privs_of_role(role, FencingRelOwner(member)))
+		return true;
+	return OidIsValid(root) && root != member &&
+		has_privs_of_role(role, FencingRelOwner(root));
+}
+
+/*
+ * The owner of function fn.  With lock, read under a share lock on the
+ * function, which ALTER FUNCTION ... OWNER TO (AccessExclusiveLock) waits
+ * for: a change of owner either committed before (and is seen) or waits
+ * for this transaction (and then sees the trigger).
+ */
+static Oid
+FunctionOwner(Oid fn, bool lock)
+{
+	HeapTuple	tup;
+	Oid			owner;
+
+	if (lock)
+		LockDatabaseObject(ProcedureRelationId, fn, 0, AccessShareLock);
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * The functions that trigger trigoid runs: tgfoid first, then those its
+ * WHEN clause calls (pg_depend records them, and the operators it uses).
+ */
+static List *
+TriggerCode(Oid trigoid, Oid tgfoid)
+{
+	Relation	deprel = table_open(DependRelationId, AccessShareLock);
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *fns = list_make1_oid(tgfoid);
+
+	ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(TriggerRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(trigoid));
+	scan = systable_beginscan(deprel, DependDependerIndexId, true, NULL, 2, key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+		if (dep->refclassid == ProcedureRelationId)
+			fns = list_append_unique_oid(fns, dep->refobjid);
+		else if (dep->refclassid == OperatorRelationId)
+		{
+			RegProcedure code = get_opcode(dep->refobjid);
+
+			if (OidIsValid(code))
+				fns = list_append_unique_oid(fns, code);
+		}
+	}
+	systable_endscan(scan);
+	table_close(deprel, AccessShareLock);
+	return fns;
+}
+
+/* A trigger, as far as the check of its code needs it. */
+typedef struct TriggerRef
+{
+	Oid			oid;
+	Oid			tgfoid;
+	char	   *name;
+} TriggerRef;
+
+static void
+VisitTriggerRef(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *arg)
+{
+	List	  **list = (List **) arg;
+	TriggerRef *ref = palloc(sizeof(TriggerRef));
+
+	ref->oid = trig->oid;
+	ref->tgfoid = trig->tgfoid;
+	ref->name = pstrdup(NameStr(trig->tgname));
+	*list = lappend(*list, ref);
+}
+
+/* Fill in the trigger of the name given in arg (a TriggerRef). */
+static void
+VisitTriggerNamed(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *arg)
+{
+	TriggerRef *ref = (TriggerRef *) arg;
+
+	if (strcmp(NameStr(trig->tgname), ref->name) == 0)
+	{
+		ref->oid = trig->oid;
+		ref->tgfoid = trig->tgfoid;
+	}
+}
+
+/*
+ * Refuse (42501) trigger trig on member, protected under root, when a
+ * function it runs belongs to a role not trusted with member's code.
+ * context opens the DETAIL ("Table \"t\" is protected by fencing").
+ */
+static void
+CheckTriggerCodeOwner(TriggerRef *trig, Oid member, Oid root, bool lock,
+					  const char *context)
+{
+	ListCell   *lc;
+
+	foreach(lc, TriggerCode(trig->oid, trig->tgfoid))
+	{
+		Oid			fn = lfirst_oid(lc);
+		Oid			owner = FunctionOwner(fn, lock);
+		Oid			table_owner;
+		Relation	rel;
+
+		if (!OidIsValid(owner) || CodeOwnerTrusted(owner, member, root))
+			continue;
+		table_owner = FencingRelOwner(OidIsValid(root) ? root : member);
+		rel = try_relation_open(member, AccessShareLock);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("trigger \"%s\" on table \"%s\" runs function %s, owned by role \"%s\"",
+						trig->name, RelName(member), format_procedure(fn),
+						GetUserNameFromId(owner, false)),
+				 errdetail("%s: the code of its triggers must belong to a superuser or to a member of the table's owner \"%s\", because the owner of a function can change its code at any time, and with it the token that the guard judges.",
+						   context, GetUserNameFromId(table_owner, false)),
+				 errhint("Drop the trigger, or give the function to the table's owner: ALTER FUNCTION %s OWNER TO %s.",
+						 format_procedure_qualified(fn),
+						 quote_identifier(GetUserNameFromId(table_owner, false))),
+				 rel != NULL ? errtable(rel) : 0));
+	}
+}
+
+/* Check the code of every trigger of member (see CheckTriggerCodeOwner). */
+static void
+CheckTriggersCodeOwners(Oid member, Oid root, bool lock, const char *context)
+{
+	List	   *triggers = NIL;
+	ListCell   *lc;
+
+	/* collected first: the checks lock, and take catalog snapshots */
+	ForEachTrigger(member, VisitTriggerRef, &triggers);
+	foreach(lc, triggers)
+		CheckTriggerCodeOwner(lfirst(lc), member, root, lock, context);
+}
+
+/* The opening of a DETAIL: "Table \"t\" (a partition of ...) is protected by fencing". */
+static char *
+ProtectedContext(Oid relid, Protection *p)
+{
+	return psprintf("Table \"%s\"%s is protected by fencing", RelName(relid), Through(relid, p));
+}
+
+/* The table that p protects, or for a Citus shard its distributed table. */
+static Oid
+ProtectionRoot(Protection *p)
+{
+	return OidIsValid(p->shell) ? p->shell : p->relid;
+}
+
+/*
+ * CREATE TRIGGER on relid by a role that is not a member of its owner
+ * (PostgreSQL lets it through with the TRIGGER privilege), reaching
+ * member, protected by p: 42501, as PostgreSQL answers for the DDL that
+ * only an owner may run.
+ */
+static void
+ReportTriggerNotOwner(Oid relid, Oid member, Protection *p, const char *trigname)
+{
+	Relation	rel = try_relation_open(member, AccessShareLock);
+	const char *owner = GetUserNameFromId(FencingRelOwner(relid), false);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to create trigger \"%s\" on table \"%s\"",
+					trigname, RelName(relid)),
+			 member == relid ?
+			 errdetail("%s: only the owner of \"%s\" (role \"%s\") and members of that role may add triggers to its writes, so that no other role's code can change the token that the guard judges.",
+					   ProtectedContext(member, p), RelName(relid), owner) :
+			 errdetail("The trigger would be cloned into table \"%s\"%s, which is protected by fencing: only the owner of \"%s\" (role \"%s\") and members of that role may add triggers to its writes, so that no other role's code can change the token that the guard judges.",
+					   RelName(member), Through(member, p), RelName(relid), owner),
+			 errhint("Ask the owner of table \"%s\" to create the trigger; the TRIGGER privilege does not allow it on a protected table.",
+					 RelName(relid)),
+			 rel != NULL ? errtable(rel) : 0));
+}
+
+/*
  * Columns of member (protected, or about to be, by p) that would let a
  * write get past the guard: a default or a generation expression on the
  * fence column gives a tokenless INSERT a token; a generated key column is
@@ -539,10 +765,12 @@ VisitLateOnly(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *a
  * PARTITION, INHERIT, CREATE TABLE ... PARTITION OF / INHERITS.  Refuses
  * a member protected on its own (one protection per tree, 55000), a
  * foreign table (no TRUNCATE trigger, 0A000), a BEFORE ROW trigger firing
- * after the guard and fence or key columns the guard cannot trust (SF005).
+ * after the guard and fence or key columns the guard cannot trust (SF005),
+ * and a trigger whose code belongs to a role not trusted with the table
+ * (42501).
  */
 static void
-CheckNewMembers(Oid newrel, Protection *p)
+CheckNewMembers(Oid newrel, Protection *p, GuardPhase phase)
 {
 	ListCell   *lc;
 
@@ -570,6 +798,8 @@ CheckNewMembers(Oid newrel, Protection *p)
 		ForEachTrigger(member, VisitLateOnly, &late);
 		if (late != NULL)
 			ReportLateTrigger(member, p, late);
+		CheckTriggersCodeOwners(member, ProtectionRoot(p), phase == PHASE_END,
+								ProtectedContext(member, p));
 		problem = ColumnProblem(member, p->fence_column, p->nkeys, p->key_columns, &column);
 		if (problem != NULL)
 			ReportGuardAltered(member, p,
@@ -931,6 +1161,13 @@ FencingCheckProtectable(Relation rel, const char *fence_column, int nkeys,
 							   FENCING_GUARD_TRIGGER),
 					 errhint("Rename the trigger so that its name sorts before \"%s\".",
 							 FENCING_GUARD_TRIGGER)));
+		/* and no trigger runs code of a role not trusted with the table */
+		CheckTriggersCodeOwners(member, relid, true,
+								member == relid ?
+								psprintf("Table \"%s\" is about to be protected by fencing",
+										 RelName(member)) :
+								psprintf("Table \"%s\", under \"%s\", is about to be protected by fencing",
+										 RelName(member), RelationGetRelationName(rel)));
 	}
 }
 
@@ -1081,7 +1318,7 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 				p = ProtectionOf(relid);
 				if (p == NULL)
 					break;
-				CheckNewMembers(other, p);
+				CheckNewMembers(other, p, phase);
 				if (phase == PHASE_END)
 				{
 					GuardTree(p->relid);
@@ -1093,7 +1330,7 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 				p = ProtectionOf(other);
 				if (p == NULL || OidIsValid(p->shell))
 					break;
-				CheckNewMembers(relid, p);
+				CheckNewMembers(relid, p, phase);
 				if (phase == PHASE_END)
 				{
 					GuardTree(p->relid);
@@ -1154,27 +1391,28 @@ StmtHasGuardShape(CreateTrigStmt *stmt)
 }
 
 /*
- * CREATE TRIGGER: refuse replacing a guard trigger, and a BEFORE ROW
- * trigger firing after the guard, on every protected table it reaches
- * (a partitioned table's row triggers are cloned to its partitions).
+ * CREATE TRIGGER: on every protected table it reaches (a partitioned
+ * table's row triggers are cloned into its partitions), refuse a role that
+ * is not a member of the table's owner (42501), replacing a guard trigger
+ * and a BEFORE ROW trigger firing after the guard (SF005), and, at the
+ * end, a trigger whose code belongs to another role (42501).
  */
 static void
 CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 {
 	Oid			relid;
 	bool		late;
+	bool		owner;
 	ListCell   *lc;
 
 	late = stmt->row && stmt->timing == TRIGGER_TYPE_BEFORE &&
 		FiresAfterGuard(stmt->trigname) && !IsGuardName(stmt->trigname);
-	/* any other trigger cannot get past the guard: nothing to look at */
-	if (!late && !MayBeGuardName(stmt->trigname))
-		return;
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid))
 		return;
+	owner = FencingOwnsRelation(relid, GetUserId());
 	/* let PostgreSQL refuse a role that may not create triggers on it */
-	if (phase == PHASE_START && !FencingOwnsRelation(relid, GetUserId()) &&
+	if (phase == PHASE_START && !owner &&
 		pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
 		return;
 
@@ -1185,6 +1423,8 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 
 		if (p == NULL)
 			continue;
+		if (!owner)
+			ReportTriggerNotOwner(relid, member, p, stmt->trigname);
 		if (stmt->replace && IsGuardNameOf(p, stmt->trigname))
 			CheckGuardTriggerDdl(member, p, stmt->trigname, "replace");
 		/* (a shard's guard carries its settings in arguments: citus.c) */
@@ -1201,7 +1441,16 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 			!IsGuardNameOf(p, stmt->trigname))
 			ReportLateTrigger(member, p, stmt->trigname);
 		if (phase == PHASE_END)
+		{
+			TriggerRef	trig = {InvalidOid, InvalidOid, stmt->trigname};
+
 			CheckTriggerState(member, p);
+			/* the trigger made here (or cloned here, with its name) */
+			ForEachTrigger(member, VisitTriggerNamed, &trig);
+			if (OidIsValid(trig.oid) && !IsGuardNameOf(p, stmt->trigname))
+				CheckTriggerCodeOwner(&trig, member, ProtectionRoot(p), true,
+									  ProtectedContext(member, p));
+		}
 	}
 }
 
@@ -1339,11 +1588,31 @@ CheckTriggerDepends(AlterObjectDependsStmt *stmt)
 }
 
 /*
+ * The relation rv names, or InvalidOid.  Inside CREATE SCHEMA (schema
+ * given), an unqualified name was looked up in the new schema first, as
+ * the command put it at the front of search_path while it ran.
+ */
+static Oid
+RangeVarGetRelidIn(RangeVar *rv, const char *schema)
+{
+	if (schema != NULL && rv->schemaname == NULL)
+	{
+		Oid			relid = RangeVarGetRelid(makeRangeVar(pstrdup(schema), rv->relname, -1),
+											 NoLock, true);
+
+		if (OidIsValid(relid))
+			return relid;
+	}
+	return RangeVarGetRelid(rv, NoLock, true);
+}
+
+/*
  * CREATE TABLE ... PARTITION OF / INHERITS (ddl_command_end): a table
- * created under a protected table is checked and guarded.
+ * created under a protected table is checked and guarded.  schema: the
+ * schema that CREATE SCHEMA created around the statement, or NULL.
  */
 static void
-CheckCreateTable(CreateStmt *stmt)
+CheckCreateTable(CreateStmt *stmt, const char *schema)
 {
 	Protection *p = NULL;
 	ListCell   *lc;
@@ -1353,7 +1622,7 @@ CheckCreateTable(CreateStmt *stmt)
 		return;
 	foreach(lc, stmt->inhRelations)
 	{
-		Oid			parent = RangeVarGetRelid(lfirst_node(RangeVar, lc), NoLock, true);
+		Oid			parent = RangeVarGetRelidIn(lfirst_node(RangeVar, lc), schema);
 		Protection *pp = OidIsValid(parent) ? ProtectionOf(parent) : NULL;
 
 		/* citus: Citus makes a shard's partitions (citus_ddl_end) */
@@ -1369,11 +1638,155 @@ CheckCreateTable(CreateStmt *stmt)
 	}
 	if (p == NULL)
 		return;
-	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (schema != NULL && stmt->relation->schemaname == NULL)
+		relid = RangeVarGetRelid(makeRangeVar(pstrdup(schema), stmt->relation->relname, -1),
+								 NoLock, true);
+	else
+		relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid))
 		return;
-	CheckNewMembers(relid, p);
+	CheckNewMembers(relid, p, PHASE_END);
 	GuardTree(p->relid);
+}
+
+/*
+ * CREATE SCHEMA ... CREATE TABLE ... (ddl_command_end): its subcommands
+ * fire no event trigger of their own, so a table it creates under a
+ * protected table (PARTITION OF, INHERITS) is checked and guarded here,
+ * with the triggers that CREATE SCHEMA ... CREATE TRIGGER gave it.
+ */
+static void
+CheckCreateSchema(CreateSchemaStmt *stmt)
+{
+	const char *schema = stmt->schemaname;
+	ListCell   *lc;
+
+	if (schema == NULL && stmt->authrole != NULL)
+		schema = get_rolespec_name(stmt->authrole);
+	if (schema == NULL)
+		return;
+	foreach(lc, stmt->schemaElts)
+	{
+		Node	   *elt = lfirst(lc);
+
+		if (IsA(elt, CreateStmt))
+			CheckCreateTable((CreateStmt *) elt, schema);
+	}
+}
+
+/*
+ * The triggers that run function fn (ALTER FUNCTION ... OWNER TO):
+ * through pg_depend, those calling it or calling it in their WHEN clause,
+ * directly or as an operator.  A list of trigger OIDs.
+ */
+static List *
+TriggersRunning(Oid fn)
+{
+	Relation	deprel = table_open(DependRelationId, AccessShareLock);
+	List	   *triggers = NIL;
+	List	   *refs = list_make2_oid(ProcedureRelationId, fn);
+	int			i;
+
+	/* pairs (class, object) to look for: the function, then its operators */
+	for (i = 0; i < list_length(refs); i += 2)
+	{
+		ScanKeyData key[2];
+		SysScanDesc scan;
+		HeapTuple	tup;
+
+		ScanKeyInit(&key[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(list_nth_oid(refs, i)));
+		ScanKeyInit(&key[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(list_nth_oid(refs, i + 1)));
+		scan = systable_beginscan(deprel, DependReferenceIndexId, true, NULL, 2, key);
+		while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		{
+			Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+			if (dep->classid == TriggerRelationId)
+				triggers = list_append_unique_oid(triggers, dep->objid);
+			else if (dep->classid == OperatorRelationId &&
+					 list_nth_oid(refs, i) == ProcedureRelationId &&
+					 get_opcode(dep->objid) == fn)
+				refs = lappend_oid(lappend_oid(refs, OperatorRelationId), dep->objid);
+		}
+		systable_endscan(scan);
+	}
+	table_close(deprel, AccessShareLock);
+	return triggers;
+}
+
+/* The relation and name of trigger trigoid; false when it is gone. */
+static bool
+TriggerByOid(Oid trigoid, Oid *relid, char **name)
+{
+	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(trigoid));
+	scan = systable_beginscan(tgrel, TriggerOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_trigger trig = (Form_pg_trigger) GETSTRUCT(tup);
+
+		*relid = trig->tgrelid;
+		*name = pstrdup(NameStr(trig->tgname));
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+	return found;
+}
+
+/*
+ * ALTER FUNCTION/ROUTINE ... OWNER TO (ddl_command_end, under the
+ * command's AccessExclusiveLock on the function): refuse (42501) giving a
+ * function that a trigger on a protected table runs to a role not trusted
+ * with that table's code.
+ */
+static void
+CheckAlterFunctionOwner(AlterOwnerStmt *stmt)
+{
+	Oid			fn;
+	Oid			owner;
+	ListCell   *lc;
+
+	if (stmt->objectType != OBJECT_FUNCTION && stmt->objectType != OBJECT_ROUTINE)
+		return;
+	if (!OidIsValid(FencingProtectedTableOid()))
+		return;
+	fn = LookupFuncWithArgs(stmt->objectType, castNode(ObjectWithArgs, stmt->object), true);
+	if (!OidIsValid(fn))
+		return;
+	owner = FunctionOwner(fn, false);
+	foreach(lc, TriggersRunning(fn))
+	{
+		Oid			relid;
+		char	   *trigname;
+		Protection *p;
+		Oid			table_owner;
+
+		if (!TriggerByOid(lfirst_oid(lc), &relid, &trigname))
+			continue;
+		p = ProtectionOf(relid);
+		if (p == NULL || CodeOwnerTrusted(owner, relid, ProtectionRoot(p)))
+			continue;
+		table_owner = FencingRelOwner(ProtectionRoot(p));
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot give function %s to role \"%s\"",
+						format_procedure(fn), GetUserNameFromId(owner, false)),
+				 errdetail("Trigger \"%s\" on table \"%s\" runs it. %s: the code of its triggers must belong to a superuser or to a member of the table's owner \"%s\", because the owner of a function can change its code at any time, and with it the token that the guard judges.",
+						   trigname, RelName(relid), ProtectedContext(relid, p),
+						   GetUserNameFromId(table_owner, false)),
+				 errhint("Give the function to a member of role \"%s\", or drop the trigger first.",
+						 GetUserNameFromId(table_owner, false))));
+	}
 }
 
 /*
@@ -1528,7 +1941,13 @@ fencing_ddl_guard_end(PG_FUNCTION_ARGS)
 	{
 		case T_CreateStmt:
 		case T_CreateForeignTableStmt:
-			CheckCreateTable((CreateStmt *) parsetree);
+			CheckCreateTable((CreateStmt *) parsetree, NULL);
+			break;
+		case T_CreateSchemaStmt:
+			CheckCreateSchema((CreateSchemaStmt *) parsetree);
+			break;
+		case T_AlterOwnerStmt:
+			CheckAlterFunctionOwner((AlterOwnerStmt *) parsetree);
 			break;
 		case T_AlterTableStmt:
 			CheckAlterTable((AlterTableStmt *) parsetree, PHASE_END);
