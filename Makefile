@@ -35,7 +35,7 @@ REGRESS_CORE = fence_type fence_input advance
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
 	guard_paths guard_privileges guard_bypass guard_ddl \
 	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy \
-	guard_trigger_owner token_source
+	guard_trigger_owner guard_ddl_types token_source
 
 REGRESS_STATS = stats stats_forget
 

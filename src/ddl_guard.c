@@ -16,11 +16,14 @@
  *     one, CREATE TABLE ... PARTITION OF or INHERITS;
  *   - dropping, retyping or renaming the fence or a key column, by any
  *     route (the sql_drop trigger sees columns dropped by DROP DOMAIN,
- *     DROP TYPE, DROP COLLATION, DROP EXTENSION ... CASCADE);
+ *     DROP TYPE, DROP COLLATION, DROP EXTENSION ... CASCADE; ALTER TYPE
+ *     ... ATTRIBUTE ... CASCADE reaches the typed tables of a type);
  *   - a DEFAULT or identity on the fence column; ALTER COLUMN ... TYPE ...
  *     USING (or SET EXPRESSION) on any column, which rewrites existing rows
- *     without a token; a table joining a protected tree with a default on
- *     its fence column or a generated fence or key column.
+ *     without a token, and ALTER COLUMN ... TYPE without USING that would
+ *     not keep every stored value (RetypeKeepsValues); a table joining a
+ *     protected tree with a default on its fence column or a generated
+ *     fence or key column.
  * Only changes that lower protection are refused: pg_restore (CREATE
  * TRIGGER, then ENABLE ALWAYS TRIGGER) and other schema changes work.
  *
@@ -92,7 +95,12 @@
 #include "nodes/execnodes.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
+#include "parser/parse_collate.h"
 #include "parser/parse_func.h"
+#include "parser/parse_node.h"
+#include "parser/parse_type.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -810,11 +818,278 @@ CheckNewMembers(Oid newrel, Protection *p, GuardPhase phase)
 }
 
 /*
+ * DDL keeps every value.  ALTER COLUMN ... TYPE without USING converts the
+ * stored values with the assignment cast from the old type to the new.  On
+ * a protected table it may only where that keeps every value: where the
+ * conversion PostgreSQL builds, once planned (support functions drop the
+ * length and precision coercions that change nothing, such as
+ * varchar(10) to varchar(20) or numeric(10,2) to numeric(12,2)), leaves
+ * the stored value as it is (binary-compatible types, a domain's check)
+ * or widens an integer (int2 to int4 to int8).  Anything else, rounding
+ * numeric, timestamptz to timestamp (whose result depends on the
+ * TimeZone of the session running the DDL), char(n), a narrower integer,
+ * would change values without a fencing token (SF005).
+ */
+
+/* Does the conversion of a column from the old type to the new keep every value? */
+static bool
+RetypeKeepsValues(Oid oldtype, int32 oldtypmod, Oid oldcoll,
+				  Oid newtype, int32 newtypmod)
+{
+	Node	   *expr;
+	ParseState *pstate;
+
+	if (oldtype == newtype && oldtypmod == newtypmod)
+		return true;
+	expr = (Node *) makeVar(1, 1, oldtype, oldtypmod, oldcoll, 0);
+	expr = coerce_to_target_type(NULL, expr, oldtype, newtype, newtypmod,
+								 COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+	if (expr == NULL)
+		return true;			/* PostgreSQL refuses it: nothing changes */
+	pstate = make_parsestate(NULL);
+	assign_expr_collations(pstate, expr);
+	free_parsestate(pstate);
+	expr = (Node *) expression_planner((Expr *) expr);
+	for (;;)
+	{
+		if (IsA(expr, Var))
+			return true;
+		else if (IsA(expr, RelabelType))
+			expr = (Node *) ((RelabelType *) expr)->arg;
+		else if (IsA(expr, CoerceToDomain))
+			expr = (Node *) ((CoerceToDomain *) expr)->arg;
+		else if (IsA(expr, FuncExpr) &&
+				 (((FuncExpr *) expr)->funcid == F_INT4_INT2 ||
+				  ((FuncExpr *) expr)->funcid == F_INT8_INT2 ||
+				  ((FuncExpr *) expr)->funcid == F_INT8_INT4))
+			expr = linitial(((FuncExpr *) expr)->args);
+		else
+			return false;
+	}
+}
+
+/*
+ * A column that an ALTER TABLE or ALTER TYPE statement under way is about
+ * to retype, and its type before, noted at ddl_command_start: at
+ * ddl_command_end the catalog has only the new type, and a table that a
+ * protect() committed while the statement waited for its lock is checked
+ * then with the type it had.  In TopTransactionContext, for this
+ * transaction only.
+ */
+typedef struct RetypedColumn
+{
+	Node	   *stmt;			/* the statement (its parse tree) */
+	Oid			relid;
+	char	   *column;
+	Oid			type;
+	int32		typmod;
+	Oid			collation;
+} RetypedColumn;
+
+static List *retyped_columns = NIL;
+static LocalTransactionId retyped_lxid = InvalidLocalTransactionId;
+
+/* The columns noted in this transaction (none from an earlier one). */
+static List *
+RetypedColumns(void)
+{
+	if (retyped_lxid != CurrentLocalTransactionId())
+	{
+		retyped_columns = NIL;	/* its memory went with its transaction */
+		retyped_lxid = CurrentLocalTransactionId();
+	}
+	return retyped_columns;
+}
+
+/* Forget what was noted for stmt (a statement that ended, or runs again). */
+static void
+ForgetRetypes(Node *stmt)
+{
+	List	   *keep = NIL;
+	ListCell   *lc;
+	MemoryContext old;
+
+	if (RetypedColumns() == NIL)
+		return;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	foreach(lc, retyped_columns)
+		if (((RetypedColumn *) lfirst(lc))->stmt != stmt)
+			keep = lappend(keep, lfirst(lc));
+	MemoryContextSwitchTo(old);
+	retyped_columns = keep;
+}
+
+/* Note the type of column colname of relid before stmt retypes it. */
+static void
+NoteRetype(Node *stmt, Oid relid, const char *colname)
+{
+	HeapTuple	tup = SearchSysCacheAttName(relid, colname);
+	Form_pg_attribute att;
+	RetypedColumn *rc;
+	MemoryContext old;
+
+	if (!HeapTupleIsValid(tup))
+		return;
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	(void) RetypedColumns();
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	rc = palloc(sizeof(RetypedColumn));
+	rc->stmt = stmt;
+	rc->relid = relid;
+	rc->column = pstrdup(colname);
+	rc->type = att->atttypid;
+	rc->typmod = att->atttypmod;
+	rc->collation = att->attcollation;
+	retyped_columns = lappend(retyped_columns, rc);
+	MemoryContextSwitchTo(old);
+	ReleaseSysCache(tup);
+}
+
+/* What was noted of column colname of relid for stmt, or NULL. */
+static RetypedColumn *
+NotedRetype(Node *stmt, Oid relid, const char *colname)
+{
+	ListCell   *lc;
+
+	foreach(lc, RetypedColumns())
+	{
+		RetypedColumn *rc = lfirst(lc);
+
+		if (rc->stmt == stmt && rc->relid == relid && strcmp(rc->column, colname) == 0)
+			return rc;
+	}
+	return NULL;
+}
+
+/*
+ * ALTER COLUMN ... TYPE (no USING) of column colname of member, protected
+ * by p: refuse (SF005) a conversion that would not keep every value.  At
+ * the start the old type is the catalog's and the new one the statement's;
+ * at the end the old one is what NoteRetype() saw and the new one the
+ * catalog's.
+ */
+static void
+CheckRetype(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p, GuardPhase phase)
+{
+	ColumnDef  *def = (ColumnDef *) cmd->def;
+	HeapTuple	tup;
+	Form_pg_attribute att;
+	Oid			oldtype,
+				oldcoll,
+				newtype;
+	int32		oldtypmod,
+				newtypmod;
+	Relation	rel;
+
+	tup = SearchSysCacheAttName(member, cmd->name);
+	if (!HeapTupleIsValid(tup))
+		return;
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	if (phase == PHASE_START)
+	{
+		Type		typtup = LookupTypeName(NULL, def->typeName, &newtypmod, true);
+
+		oldtype = att->atttypid;
+		oldtypmod = att->atttypmod;
+		oldcoll = att->attcollation;
+		ReleaseSysCache(tup);
+		if (typtup == NULL)
+			return;				/* PostgreSQL reports it */
+		newtype = typeTypeId(typtup);
+		ReleaseSysCache(typtup);
+	}
+	else
+	{
+		RetypedColumn *rc = NotedRetype(stmt, member, cmd->name);
+
+		newtype = att->atttypid;
+		newtypmod = att->atttypmod;
+		ReleaseSysCache(tup);
+		if (rc == NULL)
+			return;
+		oldtype = rc->type;
+		oldtypmod = rc->typmod;
+		oldcoll = rc->collation;
+	}
+	if (RetypeKeepsValues(oldtype, oldtypmod, oldcoll, newtype, newtypmod))
+		return;
+	rel = try_relation_open(member, AccessShareLock);
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("cannot change the type of column \"%s\" of protected table \"%s\" from %s to %s",
+					cmd->name, RelName(member),
+					format_type_with_typemod(oldtype, oldtypmod),
+					format_type_with_typemod(newtype, newtypmod)),
+			 errdetail("%s: a change of type may only keep every stored value (binary-compatible types, a larger length or precision, a wider integer type), and this one would change values without a fencing token.",
+					   ProtectedContext(member, p)),
+			 errhint("Add a column of the new type and fill it with writes that carry tokens, or %s",
+					 OidIsValid(p->shell) ?
+					 psprintf("call fencing.unprotect('%s') on the coordinator first.",
+							  FencingQualifiedName(p->shell)) :
+					 psprintf("call fencing.unprotect('%s') first.",
+							  FencingQualifiedName(p->relid))),
+			 rel != NULL ? errtablecol(rel, get_attnum(member, cmd->name)) : 0));
+}
+
+/*
+ * The typed tables of composite type typrelid (its pg_class entry) with
+ * their partitions: what ALTER TYPE ... ALTER/RENAME/DROP ATTRIBUTE ...
+ * CASCADE changes.  Found through pg_depend (a typed table depends on its
+ * type), so nothing is scanned in full.
+ */
+static List *
+TypedTableTree(Oid typrelid)
+{
+	Oid			typid = get_rel_type_id(typrelid);
+	Relation	deprel;
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *tables = NIL;
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	if (!OidIsValid(typid))
+		return NIL;
+	deprel = table_open(DependRelationId, AccessShareLock);
+	ScanKeyInit(&key[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(TypeRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(typid));
+	scan = systable_beginscan(deprel, DependReferenceIndexId, true, NULL, 2, key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+		if (dep->classid == RelationRelationId && dep->objsubid == 0)
+			tables = list_append_unique_oid(tables, dep->objid);
+	}
+	systable_endscan(scan);
+	table_close(deprel, AccessShareLock);
+
+	foreach(lc, tables)
+	{
+		Oid			relid = lfirst_oid(lc);
+		HeapTuple	ctup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+		bool		typed;
+
+		if (!HeapTupleIsValid(ctup))
+			continue;
+		typed = ((Form_pg_class) GETSTRUCT(ctup))->reloftype == typid;
+		ReleaseSysCache(ctup);
+		if (typed)
+			result = list_concat_unique_oid(result, Reach(relid, true));
+	}
+	return result;
+}
+
+/*
  * Check one ALTER TABLE subcommand against member, a relation it reaches
  * that p protects.
  */
 static void
-CheckSubcommand(AlterTableCmd *cmd, Oid member, Protection *p)
+CheckSubcommand(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p,
+				GuardPhase phase)
 {
 	switch (cmd->subtype)
 	{
@@ -831,6 +1106,8 @@ CheckSubcommand(AlterTableCmd *cmd, Oid member, Protection *p)
 									   psprintf("cannot rewrite the values of column \"%s\"", cmd->name),
 									   cmd->name,
 									   "ALTER COLUMN ... TYPE ... USING would rewrite the values of existing rows without a fencing token.");
+				if (def != NULL)
+					CheckRetype(stmt, cmd, member, p, phase);
 				break;
 			}
 #if PG_VERSION_NUM >= 170000
@@ -1262,14 +1539,33 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 
 	/*
 	 * Column changes recurse to inheritance children and partitions (unless
-	 * ONLY); trigger changes on a partitioned table reach its partitions.
+	 * ONLY), and ALTER TYPE ... CASCADE to the type's typed tables; trigger
+	 * changes on a partitioned table reach its partitions.
 	 */
-	if (columns)
+	if (columns && stmt->objtype == OBJECT_TYPE)
+		reach = TypedTableTree(relid);
+	else if (columns)
 		reach = Reach(relid, stmt->relation->inh);
 	else if (triggers)
 		reach = Reach(relid, get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE);
 	else
 		reach = list_make1_oid(relid);
+
+	/* the types of the columns to retype, protected yet or not */
+	if (columns && phase == PHASE_START)
+	{
+		ForgetRetypes((Node *) stmt);
+		foreach(lc, stmt->cmds)
+		{
+			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+			if (cmd->subtype != AT_AlterColumnType || cmd->def == NULL ||
+				((ColumnDef *) cmd->def)->raw_default != NULL)
+				continue;
+			foreach(lr, reach)
+				NoteRetype((Node *) stmt, lfirst_oid(lr), cmd->name);
+		}
+	}
 
 	foreach(lr, reach)
 	{
@@ -1286,11 +1582,13 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 			if (member != relid && IsTriggerSubcommand(cmd) &&
 				!get_rel_relispartition(member))
 				continue;
-			CheckSubcommand(cmd, member, p);
+			CheckSubcommand((Node *) stmt, cmd, member, p, phase);
 		}
 		if (phase == PHASE_END && triggers)
 			CheckTriggerState(member, p);
 	}
+	if (columns && phase == PHASE_END)
+		ForgetRetypes((Node *) stmt);
 
 	if (!tree_cmds)
 		return;
@@ -1481,7 +1779,8 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 	Oid			relid;
 	ListCell   *lc;
 
-	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER)
+	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER &&
+		stmt->renameType != OBJECT_ATTRIBUTE)
 		return;
 	if (stmt->renameType == OBJECT_TRIGGER && !MayBeGuardName(stmt->subname) &&
 		!MayBeGuardName(stmt->newname) && !FiresAfterGuard(stmt->newname))
@@ -1514,6 +1813,18 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 				ReportLateTrigger(member, p, stmt->newname);
 			if (phase == PHASE_END)
 				CheckTriggerState(member, p);
+		}
+		return;
+	}
+	/* ALTER TYPE ... RENAME ATTRIBUTE ... CASCADE renames typed tables' columns */
+	if (stmt->renameType == OBJECT_ATTRIBUTE)
+	{
+		foreach(lc, TypedTableTree(relid))
+		{
+			Protection *p = ProtectionOf(lfirst_oid(lc));
+
+			if (p != NULL)
+				CheckKeyOrFence(lfirst_oid(lc), p, stmt->subname, "rename");
 		}
 		return;
 	}
