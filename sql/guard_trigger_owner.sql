@@ -234,12 +234,41 @@ SET ROLE fencing_to_trigger;
 CREATE TRIGGER a_max BEFORE INSERT ON postings_2024 FOR EACH ROW EXECUTE FUNCTION max_token();
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
--- CREATE SCHEMA ... CREATE TABLE ... PARTITION OF guards the new partition
--- as CREATE TABLE does (both guard triggers, and the same checks)
+-- A protected table attached under a partitioned table that is not
+-- protected gets that table's row triggers cloned into it: checked as if
+-- created on it
 SET ROLE fencing_to_owner;
 CREATE FUNCTION lower_fence() RETURNS trigger LANGUAGE plpgsql
     AS $$ BEGIN NEW.fence := '0:0'; RETURN NEW; END $$;
+CREATE TABLE archive (region text NOT NULL, day int NOT NULL, fence fencing.fence)
+    PARTITION BY LIST (region);
+GRANT TRIGGER ON archive TO fencing_to_trigger;
+CREATE TABLE archive_us (region text NOT NULL, day int NOT NULL, fence fencing.fence);
+INSERT INTO archive_us VALUES ('us', 1, '0:3');
+SELECT fencing.protect('archive_us');
 RESET ROLE;
+SET ROLE fencing_to_trigger;
+CREATE TRIGGER a_max BEFORE INSERT OR UPDATE ON archive FOR EACH ROW EXECUTE FUNCTION max_token();
+RESET ROLE;
+SET ROLE fencing_to_owner;
+ALTER TABLE archive ATTACH PARTITION archive_us FOR VALUES IN ('us');
+\echo :LAST_ERROR_SQLSTATE
+DROP TRIGGER a_max ON archive;
+CREATE TRIGGER zzz_late BEFORE UPDATE ON archive FOR EACH ROW EXECUTE FUNCTION lower_fence();
+ALTER TABLE archive ATTACH PARTITION archive_us FOR VALUES IN ('us');
+\echo :LAST_ERROR_SQLSTATE
+DROP TRIGGER zzz_late ON archive;
+ALTER TABLE archive ATTACH PARTITION archive_us FOR VALUES IN ('us');
+GRANT SELECT, UPDATE ON archive TO fencing_to_writer;
+RESET ROLE;
+SET ROLE fencing_to_writer;
+UPDATE archive SET day = 2;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT * FROM archive;
+
+-- CREATE SCHEMA ... CREATE TABLE ... PARTITION OF guards the new partition
+-- as CREATE TABLE does (both guard triggers, and the same checks)
 DO $$ BEGIN
     EXECUTE format('GRANT CREATE ON DATABASE %I TO fencing_to_owner', current_database());
 END $$;
@@ -266,7 +295,7 @@ CREATE TRIGGER a_bump BEFORE UPDATE ON wallets FOR EACH ROW EXECUTE FUNCTION bum
 RESET ROLE;
 
 DROP SCHEMA fencing_to_archive CASCADE;
-DROP TABLE wallets, postings, postings_2024, notes, memos, events, events_eu_3 CASCADE;
+DROP TABLE wallets, postings, postings_2024, notes, memos, events, events_eu_3, archive CASCADE;
 DROP OPERATOR >>> (int, int);
 DROP FUNCTION bump_fence(), max_token(), max_token_when(), audit_wallets(), lower_fence(),
     above(int, int);

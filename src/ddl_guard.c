@@ -1502,6 +1502,32 @@ ProtectDetached(Oid part, Protection *p)
 }
 
 /*
+ * ATTACH PARTITION of part, and its tree, under parent, which is not
+ * protected (ddl_command_end): PostgreSQL cloned parent's row triggers
+ * into every partition of the tree, so a protected one among them is
+ * checked as if they had been created on it: none may fire after the
+ * guard (SF005), and their code must be trusted with it (42501).
+ */
+static void
+CheckClonedTriggers(Oid parent, Oid part)
+{
+	ListCell   *lc;
+
+	foreach(lc, Reach(part, true))
+	{
+		Oid			member = lfirst_oid(lc);
+		Protection *p = ProtectionOf(member);
+
+		if (p == NULL)
+			continue;
+		CheckTriggerState(member, p);
+		CheckTriggersCodeOwners(member, ProtectionRoot(p), true,
+								psprintf("%s, and ATTACH PARTITION cloned the row triggers of \"%s\" into it",
+										 ProtectedContext(member, p), RelName(parent)));
+	}
+}
+
+/*
  * Is relid reached by a command of this phase in a way the checks care
  * for?  At the start nothing is locked: an answer may be stale, and the
  * end checks again.
@@ -1600,6 +1626,18 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 
 		if (!IsTreeSubcommand(cmd))
 			continue;
+		/*
+		 * ATTACH of a protected table under a parent that is not: the
+		 * parent's row triggers were cloned into it (checked at the end)
+		 */
+		if (cmd->subtype == AT_AttachPartition && phase == PHASE_END &&
+			!OidIsValid(FencingProtectedBy(relid)))
+		{
+			other = TreeSubcommandOther(cmd);
+			if (OidIsValid(other))
+				CheckClonedTriggers(relid, other);
+			continue;
+		}
 		/* ATTACH/DETACH: the parent is relid, a hash probe says enough */
 		if ((cmd->subtype == AT_AttachPartition ||
 			 cmd->subtype == AT_DetachPartition ||
