@@ -132,6 +132,26 @@ is($state, '22P02', "$label: a bad token the session set before the library load
 is($state, '', "$label: fencing.token in the connection's options is used") or diag $err;
 is(fences(), 'accounts/1=2:0 ledger/1=1:0', "$label: ... and its token was the one accepted");
 
+# A token the session set before the library was loaded is the session's
+# own, also when the library first loads inside a trigger (here an AFTER
+# trigger of orders writing the ledger): only a value that trigger code
+# sets is refused
+$node->safe_psql('appdb', q{
+	CREATE TABLE orders (id int, account int, cents bigint);
+	GRANT INSERT ON orders TO app;
+	CREATE FUNCTION book() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+	    INSERT INTO ledger (account, amount) VALUES (NEW.account, -NEW.cents);
+	    RETURN NULL;
+	END $$;
+	CREATE TRIGGER book AFTER INSERT ON orders FOR EACH ROW EXECUTE FUNCTION book();
+});
+($state, $err) = run('app', "SET fencing.token = '2:5';
+INSERT INTO orders VALUES (1, 1, 5);");
+is($state, '', "$label: a session token set before the library loaded inside a trigger is used")
+  or diag $err;
+is(fences(), 'accounts/1=2:0 ledger/1=2:5', "$label: ... and its token was the one accepted");
+
 # A database owner who is not a superuser: PostgreSQL refuses a placeholder
 # it cannot check (42501); once the library is loaded, fencing refuses it
 ($state, $err) = run('dbo', "ALTER DATABASE appdb SET fencing.token = '$max'");
@@ -229,7 +249,7 @@ is($node->safe_psql('postgres',
 ($state, $err) = run('app', 'UPDATE accounts SET balance = balance + 1 WHERE id = 1',
 	'-c fencing.token=3:0');
 is($state, '', "$label: fencing.token in the connection's options is used") or diag $err;
-is(fences(), 'accounts/1=3:0 ledger/1=1:0', "$label: ... and its token was the one accepted");
+is(fences(), 'accounts/1=3:0 ledger/1=2:5', "$label: ... and its token was the one accepted");
 
 $node->stop;
 done_testing();
