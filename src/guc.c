@@ -222,7 +222,7 @@ CheckFencingBypass(bool *newval, void **extra pg_attribute_unused(),
 		return true;
 	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
 	GUC_check_errmsg("parameter \"fencing.bypass\" cannot be set by %s", foreign);
-	GUC_check_errdetail("fencing.bypass lets writes through without a token: only a superuser's own session turns it on, with SET or SET LOCAL.");
+	GUC_check_errdetail("fencing.bypass lets writes through without a token: only a superuser's own session turns it on, with SET, SET LOCAL or its connection options.");
 	HintForSource("fencing.bypass", source);
 	return false;
 }
