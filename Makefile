@@ -36,7 +36,8 @@ REGRESS_CORE = fence_type fence_input advance
 
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
 	guard_paths guard_privileges guard_bypass guard_ddl \
-	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy guard_seed
+	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy guard_seed \
+	guard_trigger_owner guard_ddl_types token_source
 
 REGRESS_STATS = stats stats_forget
 
@@ -57,7 +58,8 @@ REGRESS_OPTS = --load-extension=fencing
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
 ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race \
-	ddl_guard_race ddl_guard_locks seed_protect_race seed_attach_race scope_lifecycle_rr
+	ddl_guard_race ddl_guard_locks seed_protect_race seed_attach_race scope_lifecycle_rr \
+	trigger_owner_race
 
 ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
 

@@ -95,3 +95,33 @@ COMMENT ON COLUMN @extschema@.idempotency_keys.owner IS
     'the role that began the key: only it and its members may use the key (keys begun under fencing 1.0 belong to the extension''s owner until it hands them on)';
 
 -- (end of section: idempotency keys of fencing 1.0)
+
+------------------------------------------------------------------------------
+-- Only the owner adds code to a protected table's writes: DDL that reaches
+-- protected tables through other objects
+------------------------------------------------------------------------------
+
+-- The DDL guard's rules also hold where a command names another object
+-- and changes protected tables on the way: ALTER TYPE ... ALTER, RENAME or
+-- DROP ATTRIBUTE ... CASCADE (the typed tables of a composite type),
+-- CREATE SCHEMA ... CREATE TABLE ... PARTITION OF (its subcommands fire no
+-- event trigger of their own), and ALTER FUNCTION/ROUTINE ... OWNER TO of
+-- a function that a protected table's trigger runs (only a superuser or a
+-- member of the table's owner may own the code of its triggers).  Event
+-- triggers of their own, calling the DDL guard's functions, so that
+-- fencing_ddl_guard_start and fencing_ddl_guard_end keep their tags.
+CREATE EVENT TRIGGER fencing_indirect_ddl_start ON ddl_command_start
+    WHEN TAG IN ('ALTER TYPE')
+    EXECUTE FUNCTION @extschema@.ddl_guard_start();
+CREATE EVENT TRIGGER fencing_indirect_ddl_end ON ddl_command_end
+    WHEN TAG IN ('ALTER TYPE', 'ALTER FUNCTION', 'ALTER ROUTINE', 'CREATE SCHEMA')
+    EXECUTE FUNCTION @extschema@.ddl_guard_end();
+-- fire with session_replication_role = replica too
+ALTER EVENT TRIGGER fencing_indirect_ddl_start ENABLE ALWAYS;
+ALTER EVENT TRIGGER fencing_indirect_ddl_end ENABLE ALWAYS;
+COMMENT ON EVENT TRIGGER fencing_indirect_ddl_start IS
+    'DDL guard: refuses early, without locking, ALTER TYPE ... ATTRIBUTE ... CASCADE that would retype, rename or drop a fence or key column of a protected typed table, or change its values';
+COMMENT ON EVENT TRIGGER fencing_indirect_ddl_end IS
+    'DDL guard: checks ALTER TYPE ... CASCADE again under its locks, guards tables that CREATE SCHEMA creates under a protected table, and refuses giving a function that a protected table''s trigger runs to a role not trusted with the table';
+
+-- (end of indirect DDL section)

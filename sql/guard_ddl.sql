@@ -74,7 +74,7 @@ SELECT tgrelid::regclass, tgname, tgenabled FROM pg_trigger
 -- Everything else is allowed: other columns, indexes, ENABLE ALWAYS,
 -- user triggers, renaming the table (fencing.protected keeps its OID)
 ALTER TABLE accounts ADD COLUMN note text;
-ALTER TABLE accounts ALTER COLUMN balance_cents TYPE numeric;
+ALTER TABLE accounts ALTER COLUMN note TYPE varchar;
 ALTER TABLE accounts RENAME COLUMN note TO remark;
 ALTER TABLE accounts DROP COLUMN remark;
 CREATE INDEX ON accounts (region);

@@ -16,13 +16,29 @@
  *     one, CREATE TABLE ... PARTITION OF or INHERITS;
  *   - dropping, retyping or renaming the fence or a key column, by any
  *     route (the sql_drop trigger sees columns dropped by DROP DOMAIN,
- *     DROP TYPE, DROP COLLATION, DROP EXTENSION ... CASCADE);
+ *     DROP TYPE, DROP COLLATION, DROP EXTENSION ... CASCADE; ALTER TYPE
+ *     ... ATTRIBUTE ... CASCADE reaches the typed tables of a type);
  *   - a DEFAULT or identity on the fence column; ALTER COLUMN ... TYPE ...
  *     USING (or SET EXPRESSION) on any column, which rewrites existing rows
- *     without a token; a table joining a protected tree with a default on
- *     its fence column or a generated fence or key column.
+ *     without a token, and ALTER COLUMN ... TYPE without USING that would
+ *     not keep every stored value (RetypeKeepsValues); a table joining a
+ *     protected tree with a default on its fence column or a generated
+ *     fence or key column.
  * Only changes that lower protection are refused: pg_restore (CREATE
  * TRIGGER, then ENABLE ALWAYS TRIGGER) and other schema changes work.
+ *
+ * Only the owner adds code to a protected table's writes (42501, as
+ * PostgreSQL answers DDL that only an owner may run): CREATE TRIGGER of
+ * any kind on a protected table, a partition or child of one, or a
+ * partitioned table whose triggers would be cloned into one, by a role
+ * that is not a member of the table's owner (the TRIGGER privilege alone);
+ * and a trigger there whose code (its function, the functions of its
+ * WHEN clause) belongs to a role that is neither a superuser nor a member
+ * of the owner, however it arrives: CREATE TRIGGER, protect(), a table
+ * joining the tree, ALTER FUNCTION ... OWNER TO (see CodeOwnerTrusted).
+ * Rules need the owner in PostgreSQL itself.  CREATE SCHEMA ... CREATE
+ * TABLE ... PARTITION OF, whose subcommands fire no event trigger, is
+ * checked and guarded at the end of CREATE SCHEMA.
  *
  * What is done: partitions and inheritance children created, attached or
  * inherited under a protected table get both guard triggers, enabled
@@ -61,8 +77,10 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_language.h"
+#include "catalog/pg_operator.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -77,7 +95,12 @@
 #include "nodes/execnodes.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/optimizer.h"
+#include "parser/parse_coerce.h"
+#include "parser/parse_collate.h"
 #include "parser/parse_func.h"
+#include "parser/parse_node.h"
+#include "parser/parse_type.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -87,6 +110,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
@@ -468,6 +492,216 @@ CheckTriggerState(Oid relid, Protection *p)
 }
 
 /*
+ * Only the owner adds code to a protected table's writes.  A trigger has
+ * no owner in pg_trigger, but the functions it runs do, and the owner of a
+ * function can change its code at any time (CREATE OR REPLACE FUNCTION).
+ * So the code of every trigger on a protected table, a partition or an
+ * inheritance child of one -- its function, and the functions its WHEN
+ * clause calls, directly or as an operator -- must belong to a role
+ * trusted with the table: a superuser, or a member of the owner of the
+ * table the trigger is on or of the protected table (a partition may have
+ * an owner of its own; triggers cloned from the protected table are its
+ * owner's).  Functions those functions call are their owners' choice.
+ * Checked when a trigger is created on a protected table, when protect()
+ * runs, when a table joins a protected tree and when a function that such
+ * a trigger runs is given to another owner; role memberships changed
+ * later (REVOKE, REASSIGN OWNED, which fire no event trigger) are not seen.
+ */
+
+/* May role own the code of triggers on member, protected under root? */
+static bool
+CodeOwnerTrusted(Oid role, Oid member, Oid root)
+{
+	if (superuser_arg(role))
+		return true;
+	if (has_privs_of_role(role, FencingRelOwner(member)))
+		return true;
+	return OidIsValid(root) && root != member &&
+		has_privs_of_role(role, FencingRelOwner(root));
+}
+
+/*
+ * The owner of function fn.  With lock, read under a share lock on the
+ * function, which ALTER FUNCTION ... OWNER TO (AccessExclusiveLock) waits
+ * for: a change of owner either committed before (and is seen) or waits
+ * for this transaction (and then sees the trigger).
+ */
+static Oid
+FunctionOwner(Oid fn, bool lock)
+{
+	HeapTuple	tup;
+	Oid			owner;
+
+	if (lock)
+		LockDatabaseObject(ProcedureRelationId, fn, 0, AccessShareLock);
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * The functions that trigger trigoid runs: tgfoid first, then those its
+ * WHEN clause calls (pg_depend records them, and the operators it uses).
+ */
+static List *
+TriggerCode(Oid trigoid, Oid tgfoid)
+{
+	Relation	deprel = table_open(DependRelationId, AccessShareLock);
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *fns = list_make1_oid(tgfoid);
+
+	ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(TriggerRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(trigoid));
+	scan = systable_beginscan(deprel, DependDependerIndexId, true, NULL, 2, key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+		if (dep->refclassid == ProcedureRelationId)
+			fns = list_append_unique_oid(fns, dep->refobjid);
+		else if (dep->refclassid == OperatorRelationId)
+		{
+			RegProcedure code = get_opcode(dep->refobjid);
+
+			if (OidIsValid(code))
+				fns = list_append_unique_oid(fns, code);
+		}
+	}
+	systable_endscan(scan);
+	table_close(deprel, AccessShareLock);
+	return fns;
+}
+
+/* A trigger, as far as the check of its code needs it. */
+typedef struct TriggerRef
+{
+	Oid			oid;
+	Oid			tgfoid;
+	char	   *name;
+} TriggerRef;
+
+static void
+VisitTriggerRef(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *arg)
+{
+	List	  **list = (List **) arg;
+	TriggerRef *ref = palloc(sizeof(TriggerRef));
+
+	ref->oid = trig->oid;
+	ref->tgfoid = trig->tgfoid;
+	ref->name = pstrdup(NameStr(trig->tgname));
+	*list = lappend(*list, ref);
+}
+
+/* Fill in the trigger of the name given in arg (a TriggerRef). */
+static void
+VisitTriggerNamed(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *arg)
+{
+	TriggerRef *ref = (TriggerRef *) arg;
+
+	if (strcmp(NameStr(trig->tgname), ref->name) == 0)
+	{
+		ref->oid = trig->oid;
+		ref->tgfoid = trig->tgfoid;
+	}
+}
+
+/*
+ * Refuse (42501) trigger trig on member, protected under root, when a
+ * function it runs belongs to a role not trusted with member's code.
+ * context opens the DETAIL ("Table \"t\" is protected by fencing").
+ */
+static void
+CheckTriggerCodeOwner(TriggerRef *trig, Oid member, Oid root, bool lock,
+					  const char *context)
+{
+	ListCell   *lc;
+
+	foreach(lc, TriggerCode(trig->oid, trig->tgfoid))
+	{
+		Oid			fn = lfirst_oid(lc);
+		Oid			owner = FunctionOwner(fn, lock);
+		Oid			table_owner;
+		Relation	rel;
+
+		if (!OidIsValid(owner) || CodeOwnerTrusted(owner, member, root))
+			continue;
+		table_owner = FencingRelOwner(OidIsValid(root) ? root : member);
+		rel = try_relation_open(member, AccessShareLock);
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("trigger \"%s\" on table \"%s\" runs function %s, owned by role \"%s\"",
+						trig->name, RelName(member), format_procedure(fn),
+						GetUserNameFromId(owner, false)),
+				 errdetail("%s: the code of its triggers must belong to a superuser or to a member of the table's owner \"%s\", because the owner of a function can change its code at any time, and with it the token that the guard judges.",
+						   context, GetUserNameFromId(table_owner, false)),
+				 errhint("Drop the trigger, or give the function to the table's owner: ALTER FUNCTION %s OWNER TO %s.",
+						 format_procedure_qualified(fn),
+						 quote_identifier(GetUserNameFromId(table_owner, false))),
+				 rel != NULL ? errtable(rel) : 0));
+	}
+}
+
+/* Check the code of every trigger of member (see CheckTriggerCodeOwner). */
+static void
+CheckTriggersCodeOwners(Oid member, Oid root, bool lock, const char *context)
+{
+	List	   *triggers = NIL;
+	ListCell   *lc;
+
+	/* collected first: the checks lock, and take catalog snapshots */
+	ForEachTrigger(member, VisitTriggerRef, &triggers);
+	foreach(lc, triggers)
+		CheckTriggerCodeOwner(lfirst(lc), member, root, lock, context);
+}
+
+/* The opening of a DETAIL: "Table \"t\" (a partition of ...) is protected by fencing". */
+static char *
+ProtectedContext(Oid relid, Protection *p)
+{
+	return psprintf("Table \"%s\"%s is protected by fencing", RelName(relid), Through(relid, p));
+}
+
+/* The table that p protects, or for a Citus shard its distributed table. */
+static Oid
+ProtectionRoot(Protection *p)
+{
+	return OidIsValid(p->shell) ? p->shell : p->relid;
+}
+
+/*
+ * CREATE TRIGGER on relid by a role that is not a member of its owner
+ * (PostgreSQL lets it through with the TRIGGER privilege), reaching
+ * member, protected by p: 42501, as PostgreSQL answers for the DDL that
+ * only an owner may run.
+ */
+static void
+ReportTriggerNotOwner(Oid relid, Oid member, Protection *p, const char *trigname)
+{
+	Relation	rel = try_relation_open(member, AccessShareLock);
+	const char *owner = GetUserNameFromId(FencingRelOwner(relid), false);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to create trigger \"%s\" on table \"%s\"",
+					trigname, RelName(relid)),
+			 member == relid ?
+			 errdetail("%s: only the owner of \"%s\" (role \"%s\") and members of that role may add triggers to its writes, so that no other role's code can change the token that the guard judges.",
+					   ProtectedContext(member, p), RelName(relid), owner) :
+			 errdetail("The trigger would be cloned into table \"%s\"%s, which is protected by fencing: only the owner of \"%s\" (role \"%s\") and members of that role may add triggers to its writes, so that no other role's code can change the token that the guard judges.",
+					   RelName(member), Through(member, p), RelName(relid), owner),
+			 errhint("Ask the owner of table \"%s\" to create the trigger; the TRIGGER privilege does not allow it on a protected table.",
+					 RelName(relid)),
+			 rel != NULL ? errtable(rel) : 0));
+}
+
+/*
  * Columns of member (protected, or about to be, by p) that would let a
  * write get past the guard: a default or a generation expression on the
  * fence column gives a tokenless INSERT a token; a generated key column is
@@ -539,10 +773,12 @@ VisitLateOnly(Form_pg_trigger trig, HeapTuple tup pg_attribute_unused(), void *a
  * PARTITION, INHERIT, CREATE TABLE ... PARTITION OF / INHERITS.  Refuses
  * a member protected on its own (one protection per tree, 55000), a
  * foreign table (no TRUNCATE trigger, 0A000), a BEFORE ROW trigger firing
- * after the guard and fence or key columns the guard cannot trust (SF005).
+ * after the guard and fence or key columns the guard cannot trust (SF005),
+ * and a trigger whose code belongs to a role not trusted with the table
+ * (42501).
  */
 static void
-CheckNewMembers(Oid newrel, Protection *p)
+CheckNewMembers(Oid newrel, Protection *p, GuardPhase phase)
 {
 	ListCell   *lc;
 
@@ -570,6 +806,8 @@ CheckNewMembers(Oid newrel, Protection *p)
 		ForEachTrigger(member, VisitLateOnly, &late);
 		if (late != NULL)
 			ReportLateTrigger(member, p, late);
+		CheckTriggersCodeOwners(member, ProtectionRoot(p), phase == PHASE_END,
+								ProtectedContext(member, p));
 		problem = ColumnProblem(member, p->fence_column, p->nkeys, p->key_columns, &column);
 		if (problem != NULL)
 			ReportGuardAltered(member, p,
@@ -580,11 +818,278 @@ CheckNewMembers(Oid newrel, Protection *p)
 }
 
 /*
+ * DDL keeps every value.  ALTER COLUMN ... TYPE without USING converts the
+ * stored values with the assignment cast from the old type to the new.  On
+ * a protected table it may only where that keeps every value: where the
+ * conversion PostgreSQL builds, once planned (support functions drop the
+ * length and precision coercions that change nothing, such as
+ * varchar(10) to varchar(20) or numeric(10,2) to numeric(12,2)), leaves
+ * the stored value as it is (binary-compatible types, a domain's check)
+ * or widens an integer (int2 to int4 to int8).  Anything else, rounding
+ * numeric, timestamptz to timestamp (whose result depends on the
+ * TimeZone of the session running the DDL), char(n), a narrower integer,
+ * would change values without a fencing token (SF005).
+ */
+
+/* Does the conversion of a column from the old type to the new keep every value? */
+static bool
+RetypeKeepsValues(Oid oldtype, int32 oldtypmod, Oid oldcoll,
+				  Oid newtype, int32 newtypmod)
+{
+	Node	   *expr;
+	ParseState *pstate;
+
+	if (oldtype == newtype && oldtypmod == newtypmod)
+		return true;
+	expr = (Node *) makeVar(1, 1, oldtype, oldtypmod, oldcoll, 0);
+	expr = coerce_to_target_type(NULL, expr, oldtype, newtype, newtypmod,
+								 COERCION_ASSIGNMENT, COERCE_IMPLICIT_CAST, -1);
+	if (expr == NULL)
+		return true;			/* PostgreSQL refuses it: nothing changes */
+	pstate = make_parsestate(NULL);
+	assign_expr_collations(pstate, expr);
+	free_parsestate(pstate);
+	expr = (Node *) expression_planner((Expr *) expr);
+	for (;;)
+	{
+		if (IsA(expr, Var))
+			return true;
+		else if (IsA(expr, RelabelType))
+			expr = (Node *) ((RelabelType *) expr)->arg;
+		else if (IsA(expr, CoerceToDomain))
+			expr = (Node *) ((CoerceToDomain *) expr)->arg;
+		else if (IsA(expr, FuncExpr) &&
+				 (((FuncExpr *) expr)->funcid == F_INT4_INT2 ||
+				  ((FuncExpr *) expr)->funcid == F_INT8_INT2 ||
+				  ((FuncExpr *) expr)->funcid == F_INT8_INT4))
+			expr = linitial(((FuncExpr *) expr)->args);
+		else
+			return false;
+	}
+}
+
+/*
+ * A column that an ALTER TABLE or ALTER TYPE statement under way is about
+ * to retype, and its type before, noted at ddl_command_start: at
+ * ddl_command_end the catalog has only the new type, and a table that a
+ * protect() committed while the statement waited for its lock is checked
+ * then with the type it had.  In TopTransactionContext, for this
+ * transaction only.
+ */
+typedef struct RetypedColumn
+{
+	Node	   *stmt;			/* the statement (its parse tree) */
+	Oid			relid;
+	char	   *column;
+	Oid			type;
+	int32		typmod;
+	Oid			collation;
+} RetypedColumn;
+
+static List *retyped_columns = NIL;
+static LocalTransactionId retyped_lxid = InvalidLocalTransactionId;
+
+/* The columns noted in this transaction (none from an earlier one). */
+static List *
+RetypedColumns(void)
+{
+	if (retyped_lxid != CurrentLocalTransactionId())
+	{
+		retyped_columns = NIL;	/* its memory went with its transaction */
+		retyped_lxid = CurrentLocalTransactionId();
+	}
+	return retyped_columns;
+}
+
+/* Forget what was noted for stmt (a statement that ended, or runs again). */
+static void
+ForgetRetypes(Node *stmt)
+{
+	List	   *keep = NIL;
+	ListCell   *lc;
+	MemoryContext old;
+
+	if (RetypedColumns() == NIL)
+		return;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	foreach(lc, retyped_columns)
+		if (((RetypedColumn *) lfirst(lc))->stmt != stmt)
+			keep = lappend(keep, lfirst(lc));
+	MemoryContextSwitchTo(old);
+	retyped_columns = keep;
+}
+
+/* Note the type of column colname of relid before stmt retypes it. */
+static void
+NoteRetype(Node *stmt, Oid relid, const char *colname)
+{
+	HeapTuple	tup = SearchSysCacheAttName(relid, colname);
+	Form_pg_attribute att;
+	RetypedColumn *rc;
+	MemoryContext old;
+
+	if (!HeapTupleIsValid(tup))
+		return;
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	(void) RetypedColumns();
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	rc = palloc(sizeof(RetypedColumn));
+	rc->stmt = stmt;
+	rc->relid = relid;
+	rc->column = pstrdup(colname);
+	rc->type = att->atttypid;
+	rc->typmod = att->atttypmod;
+	rc->collation = att->attcollation;
+	retyped_columns = lappend(retyped_columns, rc);
+	MemoryContextSwitchTo(old);
+	ReleaseSysCache(tup);
+}
+
+/* What was noted of column colname of relid for stmt, or NULL. */
+static RetypedColumn *
+NotedRetype(Node *stmt, Oid relid, const char *colname)
+{
+	ListCell   *lc;
+
+	foreach(lc, RetypedColumns())
+	{
+		RetypedColumn *rc = lfirst(lc);
+
+		if (rc->stmt == stmt && rc->relid == relid && strcmp(rc->column, colname) == 0)
+			return rc;
+	}
+	return NULL;
+}
+
+/*
+ * ALTER COLUMN ... TYPE (no USING) of column colname of member, protected
+ * by p: refuse (SF005) a conversion that would not keep every value.  At
+ * the start the old type is the catalog's and the new one the statement's;
+ * at the end the old one is what NoteRetype() saw and the new one the
+ * catalog's.
+ */
+static void
+CheckRetype(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p, GuardPhase phase)
+{
+	ColumnDef  *def = (ColumnDef *) cmd->def;
+	HeapTuple	tup;
+	Form_pg_attribute att;
+	Oid			oldtype,
+				oldcoll,
+				newtype;
+	int32		oldtypmod,
+				newtypmod;
+	Relation	rel;
+
+	tup = SearchSysCacheAttName(member, cmd->name);
+	if (!HeapTupleIsValid(tup))
+		return;
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	if (phase == PHASE_START)
+	{
+		Type		typtup = LookupTypeName(NULL, def->typeName, &newtypmod, true);
+
+		oldtype = att->atttypid;
+		oldtypmod = att->atttypmod;
+		oldcoll = att->attcollation;
+		ReleaseSysCache(tup);
+		if (typtup == NULL)
+			return;				/* PostgreSQL reports it */
+		newtype = typeTypeId(typtup);
+		ReleaseSysCache(typtup);
+	}
+	else
+	{
+		RetypedColumn *rc = NotedRetype(stmt, member, cmd->name);
+
+		newtype = att->atttypid;
+		newtypmod = att->atttypmod;
+		ReleaseSysCache(tup);
+		if (rc == NULL)
+			return;
+		oldtype = rc->type;
+		oldtypmod = rc->typmod;
+		oldcoll = rc->collation;
+	}
+	if (RetypeKeepsValues(oldtype, oldtypmod, oldcoll, newtype, newtypmod))
+		return;
+	rel = try_relation_open(member, AccessShareLock);
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("cannot change the type of column \"%s\" of protected table \"%s\" from %s to %s",
+					cmd->name, RelName(member),
+					format_type_with_typemod(oldtype, oldtypmod),
+					format_type_with_typemod(newtype, newtypmod)),
+			 errdetail("%s: a change of type may only keep every stored value (binary-compatible types, a larger length or precision, a wider integer type), and this one would change values without a fencing token.",
+					   ProtectedContext(member, p)),
+			 errhint("Add a column of the new type and fill it with writes that carry tokens, or %s",
+					 OidIsValid(p->shell) ?
+					 psprintf("call fencing.unprotect('%s') on the coordinator first.",
+							  FencingQualifiedName(p->shell)) :
+					 psprintf("call fencing.unprotect('%s') first.",
+							  FencingQualifiedName(p->relid))),
+			 rel != NULL ? errtablecol(rel, get_attnum(member, cmd->name)) : 0));
+}
+
+/*
+ * The typed tables of composite type typrelid (its pg_class entry) with
+ * their partitions: what ALTER TYPE ... ALTER/RENAME/DROP ATTRIBUTE ...
+ * CASCADE changes.  Found through pg_depend (a typed table depends on its
+ * type), so nothing is scanned in full.
+ */
+static List *
+TypedTableTree(Oid typrelid)
+{
+	Oid			typid = get_rel_type_id(typrelid);
+	Relation	deprel;
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *tables = NIL;
+	List	   *result = NIL;
+	ListCell   *lc;
+
+	if (!OidIsValid(typid))
+		return NIL;
+	deprel = table_open(DependRelationId, AccessShareLock);
+	ScanKeyInit(&key[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(TypeRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(typid));
+	scan = systable_beginscan(deprel, DependReferenceIndexId, true, NULL, 2, key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+		if (dep->classid == RelationRelationId && dep->objsubid == 0)
+			tables = list_append_unique_oid(tables, dep->objid);
+	}
+	systable_endscan(scan);
+	table_close(deprel, AccessShareLock);
+
+	foreach(lc, tables)
+	{
+		Oid			relid = lfirst_oid(lc);
+		HeapTuple	ctup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+		bool		typed;
+
+		if (!HeapTupleIsValid(ctup))
+			continue;
+		typed = ((Form_pg_class) GETSTRUCT(ctup))->reloftype == typid;
+		ReleaseSysCache(ctup);
+		if (typed)
+			result = list_concat_unique_oid(result, Reach(relid, true));
+	}
+	return result;
+}
+
+/*
  * Check one ALTER TABLE subcommand against member, a relation it reaches
  * that p protects.
  */
 static void
-CheckSubcommand(AlterTableCmd *cmd, Oid member, Protection *p)
+CheckSubcommand(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p,
+				GuardPhase phase)
 {
 	switch (cmd->subtype)
 	{
@@ -601,6 +1106,8 @@ CheckSubcommand(AlterTableCmd *cmd, Oid member, Protection *p)
 									   psprintf("cannot rewrite the values of column \"%s\"", cmd->name),
 									   cmd->name,
 									   "ALTER COLUMN ... TYPE ... USING would rewrite the values of existing rows without a fencing token.");
+				if (def != NULL)
+					CheckRetype(stmt, cmd, member, p, phase);
 				break;
 			}
 #if PG_VERSION_NUM >= 170000
@@ -931,6 +1438,13 @@ FencingCheckProtectable(Relation rel, const char *fence_column, int nkeys,
 							   FENCING_GUARD_TRIGGER),
 					 errhint("Rename the trigger so that its name sorts before \"%s\".",
 							 FENCING_GUARD_TRIGGER)));
+		/* and no trigger runs code of a role not trusted with the table */
+		CheckTriggersCodeOwners(member, relid, true,
+								member == relid ?
+								psprintf("Table \"%s\" is about to be protected by fencing",
+										 RelName(member)) :
+								psprintf("Table \"%s\", under \"%s\", is about to be protected by fencing",
+										 RelName(member), RelationGetRelationName(rel)));
 	}
 }
 
@@ -988,6 +1502,32 @@ ProtectDetached(Oid part, Protection *p)
 }
 
 /*
+ * ATTACH PARTITION of part, and its tree, under parent, which is not
+ * protected (ddl_command_end): PostgreSQL cloned parent's row triggers
+ * into every partition of the tree, so a protected one among them is
+ * checked as if they had been created on it: none may fire after the
+ * guard (SF005), and their code must be trusted with it (42501).
+ */
+static void
+CheckClonedTriggers(Oid parent, Oid part)
+{
+	ListCell   *lc;
+
+	foreach(lc, Reach(part, true))
+	{
+		Oid			member = lfirst_oid(lc);
+		Protection *p = ProtectionOf(member);
+
+		if (p == NULL)
+			continue;
+		CheckTriggerState(member, p);
+		CheckTriggersCodeOwners(member, ProtectionRoot(p), true,
+								psprintf("%s, and ATTACH PARTITION cloned the row triggers of \"%s\" into it",
+										 ProtectedContext(member, p), RelName(parent)));
+	}
+}
+
+/*
  * Is relid reached by a command of this phase in a way the checks care
  * for?  At the start nothing is locked: an answer may be stale, and the
  * end checks again.
@@ -1025,14 +1565,33 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 
 	/*
 	 * Column changes recurse to inheritance children and partitions (unless
-	 * ONLY); trigger changes on a partitioned table reach its partitions.
+	 * ONLY), and ALTER TYPE ... CASCADE to the type's typed tables; trigger
+	 * changes on a partitioned table reach its partitions.
 	 */
-	if (columns)
+	if (columns && stmt->objtype == OBJECT_TYPE)
+		reach = TypedTableTree(relid);
+	else if (columns)
 		reach = Reach(relid, stmt->relation->inh);
 	else if (triggers)
 		reach = Reach(relid, get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE);
 	else
 		reach = list_make1_oid(relid);
+
+	/* the types of the columns to retype, protected yet or not */
+	if (columns && phase == PHASE_START)
+	{
+		ForgetRetypes((Node *) stmt);
+		foreach(lc, stmt->cmds)
+		{
+			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, lc);
+
+			if (cmd->subtype != AT_AlterColumnType || cmd->def == NULL ||
+				((ColumnDef *) cmd->def)->raw_default != NULL)
+				continue;
+			foreach(lr, reach)
+				NoteRetype((Node *) stmt, lfirst_oid(lr), cmd->name);
+		}
+	}
 
 	foreach(lr, reach)
 	{
@@ -1049,11 +1608,13 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 			if (member != relid && IsTriggerSubcommand(cmd) &&
 				!get_rel_relispartition(member))
 				continue;
-			CheckSubcommand(cmd, member, p);
+			CheckSubcommand((Node *) stmt, cmd, member, p, phase);
 		}
 		if (phase == PHASE_END && triggers)
 			CheckTriggerState(member, p);
 	}
+	if (columns && phase == PHASE_END)
+		ForgetRetypes((Node *) stmt);
 
 	if (!tree_cmds)
 		return;
@@ -1065,6 +1626,18 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 
 		if (!IsTreeSubcommand(cmd))
 			continue;
+		/*
+		 * ATTACH of a protected table under a parent that is not: the
+		 * parent's row triggers were cloned into it (checked at the end)
+		 */
+		if (cmd->subtype == AT_AttachPartition && phase == PHASE_END &&
+			!OidIsValid(FencingProtectedBy(relid)))
+		{
+			other = TreeSubcommandOther(cmd);
+			if (OidIsValid(other))
+				CheckClonedTriggers(relid, other);
+			continue;
+		}
 		/* ATTACH/DETACH: the parent is relid, a hash probe says enough */
 		if ((cmd->subtype == AT_AttachPartition ||
 			 cmd->subtype == AT_DetachPartition ||
@@ -1081,7 +1654,7 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 				p = ProtectionOf(relid);
 				if (p == NULL)
 					break;
-				CheckNewMembers(other, p);
+				CheckNewMembers(other, p, phase);
 				if (phase == PHASE_END)
 				{
 					GuardTree(p->relid);
@@ -1093,7 +1666,7 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 				p = ProtectionOf(other);
 				if (p == NULL || OidIsValid(p->shell))
 					break;
-				CheckNewMembers(relid, p);
+				CheckNewMembers(relid, p, phase);
 				if (phase == PHASE_END)
 				{
 					GuardTree(p->relid);
@@ -1154,27 +1727,28 @@ StmtHasGuardShape(CreateTrigStmt *stmt)
 }
 
 /*
- * CREATE TRIGGER: refuse replacing a guard trigger, and a BEFORE ROW
- * trigger firing after the guard, on every protected table it reaches
- * (a partitioned table's row triggers are cloned to its partitions).
+ * CREATE TRIGGER: on every protected table it reaches (a partitioned
+ * table's row triggers are cloned into its partitions), refuse a role that
+ * is not a member of the table's owner (42501), replacing a guard trigger
+ * and a BEFORE ROW trigger firing after the guard (SF005), and, at the
+ * end, a trigger whose code belongs to another role (42501).
  */
 static void
 CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 {
 	Oid			relid;
 	bool		late;
+	bool		owner;
 	ListCell   *lc;
 
 	late = stmt->row && stmt->timing == TRIGGER_TYPE_BEFORE &&
 		FiresAfterGuard(stmt->trigname) && !IsGuardName(stmt->trigname);
-	/* any other trigger cannot get past the guard: nothing to look at */
-	if (!late && !MayBeGuardName(stmt->trigname))
-		return;
 	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid))
 		return;
+	owner = FencingOwnsRelation(relid, GetUserId());
 	/* let PostgreSQL refuse a role that may not create triggers on it */
-	if (phase == PHASE_START && !FencingOwnsRelation(relid, GetUserId()) &&
+	if (phase == PHASE_START && !owner &&
 		pg_class_aclcheck(relid, GetUserId(), ACL_TRIGGER) != ACLCHECK_OK)
 		return;
 
@@ -1185,6 +1759,8 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 
 		if (p == NULL)
 			continue;
+		if (!owner)
+			ReportTriggerNotOwner(relid, member, p, stmt->trigname);
 		if (stmt->replace && IsGuardNameOf(p, stmt->trigname))
 			CheckGuardTriggerDdl(member, p, stmt->trigname, "replace");
 		/* (a shard's guard carries its settings in arguments: citus.c) */
@@ -1201,7 +1777,16 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 			!IsGuardNameOf(p, stmt->trigname))
 			ReportLateTrigger(member, p, stmt->trigname);
 		if (phase == PHASE_END)
+		{
+			TriggerRef	trig = {InvalidOid, InvalidOid, stmt->trigname};
+
 			CheckTriggerState(member, p);
+			/* the trigger made here (or cloned here, with its name) */
+			ForEachTrigger(member, VisitTriggerNamed, &trig);
+			if (OidIsValid(trig.oid) && !IsGuardNameOf(p, stmt->trigname))
+				CheckTriggerCodeOwner(&trig, member, ProtectionRoot(p), true,
+									  ProtectedContext(member, p));
+		}
 	}
 }
 
@@ -1232,7 +1817,8 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 	Oid			relid;
 	ListCell   *lc;
 
-	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER)
+	if (stmt->renameType != OBJECT_COLUMN && stmt->renameType != OBJECT_TRIGGER &&
+		stmt->renameType != OBJECT_ATTRIBUTE)
 		return;
 	if (stmt->renameType == OBJECT_TRIGGER && !MayBeGuardName(stmt->subname) &&
 		!MayBeGuardName(stmt->newname) && !FiresAfterGuard(stmt->newname))
@@ -1265,6 +1851,18 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 				ReportLateTrigger(member, p, stmt->newname);
 			if (phase == PHASE_END)
 				CheckTriggerState(member, p);
+		}
+		return;
+	}
+	/* ALTER TYPE ... RENAME ATTRIBUTE ... CASCADE renames typed tables' columns */
+	if (stmt->renameType == OBJECT_ATTRIBUTE)
+	{
+		foreach(lc, TypedTableTree(relid))
+		{
+			Protection *p = ProtectionOf(lfirst_oid(lc));
+
+			if (p != NULL)
+				CheckKeyOrFence(lfirst_oid(lc), p, stmt->subname, "rename");
 		}
 		return;
 	}
@@ -1339,11 +1937,31 @@ CheckTriggerDepends(AlterObjectDependsStmt *stmt)
 }
 
 /*
+ * The relation rv names, or InvalidOid.  Inside CREATE SCHEMA (schema
+ * given), an unqualified name was looked up in the new schema first, as
+ * the command put it at the front of search_path while it ran.
+ */
+static Oid
+RangeVarGetRelidIn(RangeVar *rv, const char *schema)
+{
+	if (schema != NULL && rv->schemaname == NULL)
+	{
+		Oid			relid = RangeVarGetRelid(makeRangeVar(pstrdup(schema), rv->relname, -1),
+											 NoLock, true);
+
+		if (OidIsValid(relid))
+			return relid;
+	}
+	return RangeVarGetRelid(rv, NoLock, true);
+}
+
+/*
  * CREATE TABLE ... PARTITION OF / INHERITS (ddl_command_end): a table
- * created under a protected table is checked and guarded.
+ * created under a protected table is checked and guarded.  schema: the
+ * schema that CREATE SCHEMA created around the statement, or NULL.
  */
 static void
-CheckCreateTable(CreateStmt *stmt)
+CheckCreateTable(CreateStmt *stmt, const char *schema)
 {
 	Protection *p = NULL;
 	ListCell   *lc;
@@ -1353,7 +1971,7 @@ CheckCreateTable(CreateStmt *stmt)
 		return;
 	foreach(lc, stmt->inhRelations)
 	{
-		Oid			parent = RangeVarGetRelid(lfirst_node(RangeVar, lc), NoLock, true);
+		Oid			parent = RangeVarGetRelidIn(lfirst_node(RangeVar, lc), schema);
 		Protection *pp = OidIsValid(parent) ? ProtectionOf(parent) : NULL;
 
 		/* citus: Citus makes a shard's partitions (citus_ddl_end) */
@@ -1369,11 +1987,155 @@ CheckCreateTable(CreateStmt *stmt)
 	}
 	if (p == NULL)
 		return;
-	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	if (schema != NULL && stmt->relation->schemaname == NULL)
+		relid = RangeVarGetRelid(makeRangeVar(pstrdup(schema), stmt->relation->relname, -1),
+								 NoLock, true);
+	else
+		relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	if (!OidIsValid(relid))
 		return;
-	CheckNewMembers(relid, p);
+	CheckNewMembers(relid, p, PHASE_END);
 	GuardTree(p->relid);
+}
+
+/*
+ * CREATE SCHEMA ... CREATE TABLE ... (ddl_command_end): its subcommands
+ * fire no event trigger of their own, so a table it creates under a
+ * protected table (PARTITION OF, INHERITS) is checked and guarded here,
+ * with the triggers that CREATE SCHEMA ... CREATE TRIGGER gave it.
+ */
+static void
+CheckCreateSchema(CreateSchemaStmt *stmt)
+{
+	const char *schema = stmt->schemaname;
+	ListCell   *lc;
+
+	if (schema == NULL && stmt->authrole != NULL)
+		schema = get_rolespec_name(stmt->authrole);
+	if (schema == NULL)
+		return;
+	foreach(lc, stmt->schemaElts)
+	{
+		Node	   *elt = lfirst(lc);
+
+		if (IsA(elt, CreateStmt))
+			CheckCreateTable((CreateStmt *) elt, schema);
+	}
+}
+
+/*
+ * The triggers that run function fn (ALTER FUNCTION ... OWNER TO):
+ * through pg_depend, those calling it or calling it in their WHEN clause,
+ * directly or as an operator.  A list of trigger OIDs.
+ */
+static List *
+TriggersRunning(Oid fn)
+{
+	Relation	deprel = table_open(DependRelationId, AccessShareLock);
+	List	   *triggers = NIL;
+	List	   *refs = list_make2_oid(ProcedureRelationId, fn);
+	int			i;
+
+	/* pairs (class, object) to look for: the function, then its operators */
+	for (i = 0; i < list_length(refs); i += 2)
+	{
+		ScanKeyData key[2];
+		SysScanDesc scan;
+		HeapTuple	tup;
+
+		ScanKeyInit(&key[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(list_nth_oid(refs, i)));
+		ScanKeyInit(&key[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(list_nth_oid(refs, i + 1)));
+		scan = systable_beginscan(deprel, DependReferenceIndexId, true, NULL, 2, key);
+		while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		{
+			Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+			if (dep->classid == TriggerRelationId)
+				triggers = list_append_unique_oid(triggers, dep->objid);
+			else if (dep->classid == OperatorRelationId &&
+					 list_nth_oid(refs, i) == ProcedureRelationId &&
+					 get_opcode(dep->objid) == fn)
+				refs = lappend_oid(lappend_oid(refs, OperatorRelationId), dep->objid);
+		}
+		systable_endscan(scan);
+	}
+	table_close(deprel, AccessShareLock);
+	return triggers;
+}
+
+/* The relation and name of trigger trigoid; false when it is gone. */
+static bool
+TriggerByOid(Oid trigoid, Oid *relid, char **name)
+{
+	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(trigoid));
+	scan = systable_beginscan(tgrel, TriggerOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_trigger trig = (Form_pg_trigger) GETSTRUCT(tup);
+
+		*relid = trig->tgrelid;
+		*name = pstrdup(NameStr(trig->tgname));
+		found = true;
+	}
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+	return found;
+}
+
+/*
+ * ALTER FUNCTION/ROUTINE ... OWNER TO (ddl_command_end, under the
+ * command's AccessExclusiveLock on the function): refuse (42501) giving a
+ * function that a trigger on a protected table runs to a role not trusted
+ * with that table's code.
+ */
+static void
+CheckAlterFunctionOwner(AlterOwnerStmt *stmt)
+{
+	Oid			fn;
+	Oid			owner;
+	ListCell   *lc;
+
+	if (stmt->objectType != OBJECT_FUNCTION && stmt->objectType != OBJECT_ROUTINE)
+		return;
+	if (!OidIsValid(FencingProtectedTableOid()))
+		return;
+	fn = LookupFuncWithArgs(stmt->objectType, castNode(ObjectWithArgs, stmt->object), true);
+	if (!OidIsValid(fn))
+		return;
+	owner = FunctionOwner(fn, false);
+	foreach(lc, TriggersRunning(fn))
+	{
+		Oid			relid;
+		char	   *trigname;
+		Protection *p;
+		Oid			table_owner;
+
+		if (!TriggerByOid(lfirst_oid(lc), &relid, &trigname))
+			continue;
+		p = ProtectionOf(relid);
+		if (p == NULL || CodeOwnerTrusted(owner, relid, ProtectionRoot(p)))
+			continue;
+		table_owner = FencingRelOwner(ProtectionRoot(p));
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot give function %s to role \"%s\"",
+						format_procedure(fn), GetUserNameFromId(owner, false)),
+				 errdetail("Trigger \"%s\" on table \"%s\" runs it. %s: the code of its triggers must belong to a superuser or to a member of the table's owner \"%s\", because the owner of a function can change its code at any time, and with it the token that the guard judges.",
+						   trigname, RelName(relid), ProtectedContext(relid, p),
+						   GetUserNameFromId(table_owner, false)),
+				 errhint("Give the function to a member of role \"%s\", or drop the trigger first.",
+						 GetUserNameFromId(table_owner, false))));
+	}
 }
 
 /*
@@ -1528,7 +2290,13 @@ fencing_ddl_guard_end(PG_FUNCTION_ARGS)
 	{
 		case T_CreateStmt:
 		case T_CreateForeignTableStmt:
-			CheckCreateTable((CreateStmt *) parsetree);
+			CheckCreateTable((CreateStmt *) parsetree, NULL);
+			break;
+		case T_CreateSchemaStmt:
+			CheckCreateSchema((CreateSchemaStmt *) parsetree);
+			break;
+		case T_AlterOwnerStmt:
+			CheckAlterFunctionOwner((AlterOwnerStmt *) parsetree);
 			break;
 		case T_AlterTableStmt:
 			CheckAlterTable((AlterTableStmt *) parsetree, PHASE_END);

@@ -9,10 +9,26 @@
  * there (22P02 or 22003) and the guard reads the parsed fence for free on
  * every row.
  *
+ * Both come from the session only.  A token is the writer's, granted with
+ * its lock, and bypass is a superuser's decision for its own session: a
+ * value from ALTER DATABASE/ROLE ... SET, a configuration file, the
+ * server's command line or a function's SET clause is refused (55P02)
+ * when it is made (PGC_S_TEST: the check of a value to be stored), and
+ * one stored before the library was loaded is dropped with a WARNING when
+ * it is applied (at library load or at backend start, with its real
+ * source), so that a write without a session token still gets SF002.
+ * The session's own: SET, SET LOCAL, set_config() and the connection's
+ * options (PGC_S_CLIENT).  fencing.token is refused, too, when trigger
+ * code sets it (pg_trigger_depth() > 0): a trigger runs code the writer
+ * did not write, and a trigger that forwards a token writes it into the
+ * fence column of its rows instead.  All of it is checked at set time,
+ * never per row.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
@@ -36,22 +52,133 @@ bool		FencingBypass = false;
  */
 static char *dropped_token = NULL;
 
+/*
+ * Why the check hook of fencing.token last refused a value: a bad value
+ * dropped at library load makes writes fail (dropped_token); a value from
+ * the wrong place is only ignored, as the WARNING says.
+ */
+typedef enum TokenRefusal
+{
+	TOKEN_ACCEPTED,
+	TOKEN_BAD_VALUE,			/* syntax or range */
+	TOKEN_WRONG_SOURCE			/* not set by the session itself */
+} TokenRefusal;
+
+static TokenRefusal last_token_check = TOKEN_ACCEPTED;
+
+/*
+ * True while FencingGucInit() registers the settings: the values applied
+ * then were set before the library was loaded, when nobody could tell
+ * whether trigger code set them.
+ */
+static bool registering = false;
+
 static void ForgetDroppedToken(void);
 
-/* Check hook for fencing.token: parse, or reject with the right SQLSTATE. */
+/*
+ * Where a value from source comes from, for messages; NULL when it is
+ * the session's own (SET, SET LOCAL, set_config(), a function's SET
+ * clause when called, the connection's options) or a built-in default.
+ */
+static const char *
+ForeignSource(GucSource source)
+{
+	switch (source)
+	{
+		case PGC_S_ENV_VAR:
+		case PGC_S_ARGV:
+			return "the server's command line or environment";
+		case PGC_S_FILE:
+			return "postgresql.conf or ALTER SYSTEM";
+		case PGC_S_GLOBAL:
+			return "ALTER ROLE ALL ... SET";
+		case PGC_S_DATABASE:
+			return "ALTER DATABASE ... SET";
+		case PGC_S_USER:
+			return "ALTER ROLE ... SET";
+		case PGC_S_DATABASE_USER:
+			return "ALTER ROLE ... IN DATABASE ... SET";
+		case PGC_S_TEST:
+			return "ALTER DATABASE ... SET, ALTER ROLE ... SET or a function's SET clause";
+		default:
+			return NULL;
+	}
+}
+
+/* The HINT for a value of parameter name refused because of its source. */
+static void
+HintForSource(const char *name, GucSource source)
+{
+	switch (source)
+	{
+		case PGC_S_FILE:
+			GUC_check_errhint("Set it in the writing session, and remove it from the configuration files: ALTER SYSTEM RESET %s, and postgresql.conf by hand.",
+							  name);
+			break;
+		case PGC_S_ENV_VAR:
+		case PGC_S_ARGV:
+			GUC_check_errhint("Remove %s from the server's command line.", name);
+			break;
+		case PGC_S_TEST:
+			GUC_check_errhint("Set it in the writing session, for example SET LOCAL %s = %s.",
+							  name,
+							  strcmp(name, "fencing.token") == 0 ? "'3:42'" : "on");
+			break;
+		default:
+			GUC_check_errhint("Remove the stored setting with ALTER DATABASE ... RESET %s or ALTER ROLE ... RESET %s (the view pg_db_role_setting lists them).",
+							  name, name);
+			break;
+	}
+}
+
+/* How deep in triggers this backend runs, as pg_trigger_depth() says. */
+static int
+TriggerDepth(void)
+{
+	LOCAL_FCINFO(fcinfo, 0);
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+	return DatumGetInt32(pg_trigger_depth(fcinfo));
+}
+
+/*
+ * Check hook for fencing.token: refuse a value that the writing session
+ * did not set, parse, or reject with the right SQLSTATE.
+ */
 static bool
-CheckFencingToken(char **newval, void **extra,
-				  GucSource source pg_attribute_unused())
+CheckFencingToken(char **newval, void **extra, GucSource source)
 {
 	Fence		parsed;
 	bool		out_of_range;
 	Fence	   *result;
+	const char *foreign;
 
 	if (*newval == NULL || (*newval)[0] == '\0')
 	{
 		*extra = NULL;
+		last_token_check = TOKEN_ACCEPTED;
 		return true;
 	}
+	foreign = ForeignSource(source);
+	if (foreign != NULL)
+	{
+		last_token_check = TOKEN_WRONG_SOURCE;
+		GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+		GUC_check_errmsg("parameter \"fencing.token\" cannot be set by %s", foreign);
+		GUC_check_errdetail("fencing.token is the token of the session's own writes, granted with its lock: only the writing session sets it, with SET, SET LOCAL, set_config() or its connection options.");
+		HintForSource("fencing.token", source);
+		return false;
+	}
+	if (!registering && TriggerDepth() > 0)
+	{
+		last_token_check = TOKEN_WRONG_SOURCE;
+		GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+		GUC_check_errmsg("parameter \"fencing.token\" cannot be set by trigger code");
+		GUC_check_errdetail("The token that the fencing guard judges is the writer's; a trigger runs code that the writer did not write.");
+		GUC_check_errhint("Set fencing.token in the writing session before the statement. A trigger that forwards a token writes it into the fence column of the rows it writes.");
+		return false;
+	}
+	last_token_check = TOKEN_BAD_VALUE;
 	if (!ParseFence(*newval, &parsed, &out_of_range))
 	{
 		GUC_check_errcode(ERRCODE_INVALID_TEXT_REPRESENTATION);
@@ -77,7 +204,27 @@ CheckFencingToken(char **newval, void **extra,
 	}
 	*result = parsed;
 	*extra = result;
+	last_token_check = TOKEN_ACCEPTED;
 	return true;
+}
+
+/* Check hook for fencing.bypass: on only by the session itself. */
+static bool
+CheckFencingBypass(bool *newval, void **extra pg_attribute_unused(),
+				   GucSource source)
+{
+	const char *foreign;
+
+	if (!*newval)
+		return true;
+	foreign = ForeignSource(source);
+	if (foreign == NULL)
+		return true;
+	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+	GUC_check_errmsg("parameter \"fencing.bypass\" cannot be set by %s", foreign);
+	GUC_check_errdetail("fencing.bypass lets writes through without a token: only a superuser's own session turns it on, with SET, SET LOCAL or its connection options.");
+	HintForSource("fencing.bypass", source);
+	return false;
 }
 
 /* Assign hook for fencing.token: publish the parsed value. */
@@ -125,6 +272,7 @@ FencingGucInit(void)
 	if (pending != NULL && pending[0] != '\0')
 		placeholder = MemoryContextStrdup(TopMemoryContext, pending);
 
+	registering = true;
 	DefineCustomStringVariable("fencing.token",
 							   "The fence token carried by this session's writes to protected tables.",
 							   "Set it with SET LOCAL for one transaction: SET LOCAL fencing.token = '3:42'.",
@@ -143,14 +291,19 @@ FencingGucInit(void)
 							 false,
 							 PGC_SUSET,
 							 0,
-							 NULL,
+							 CheckFencingBypass,
 							 NULL,
 							 NULL);
+	registering = false;
 
-	/* a placeholder value that did not survive the check hook */
+	/*
+	 * A placeholder value that did not survive the check hook: a bad one
+	 * makes writes fail; one from the wrong place (ALTER DATABASE ... SET,
+	 * say) was dropped with a WARNING and counts as not set.
+	 */
 	if (placeholder != NULL)
 	{
-		if (fencing_token_value == NULL)
+		if (fencing_token_value == NULL && last_token_check == TOKEN_BAD_VALUE)
 			dropped_token = placeholder;
 		else
 			pfree(placeholder);

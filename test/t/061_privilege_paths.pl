@@ -216,28 +216,38 @@ path('CREATE TRIGGER without the TRIGGER privilege', 'app',
 	  CREATE TRIGGER aa_zero BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION zero();},
 	'42501');
 
-# -- GRANT TRIGGER: a BEFORE ROW trigger that fires after the guard is
-#    refused; one that fires before it cannot get a lower fence past it
+# -- GRANT TRIGGER: on a protected table only a member of the owner adds
+#    triggers, of any timing (42501); one that would fire after the guard
+#    is refused even then (SF005)
 as_role('trig',
-	q{CREATE FUNCTION zero_t() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN NEW.fence := '0:0'; RETURN NEW; END$$;}
+	q{CREATE FUNCTION zero_t() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN NEW.fence := '0:0'; RETURN NEW; END$$;
+	  CREATE FUNCTION max_t() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM set_config('fencing.token', '9223372036854775807:0', true); RETURN NEW; END$$;}
 ) eq '' or die 'trig setup failed';
 path('CREATE TRIGGER BEFORE ROW firing after the guard (GRANT TRIGGER)', 'trig',
 	'CREATE TRIGGER zzz_zero BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION zero_t()',
-	'SF005');
+	'42501', 'SF005');
 path('CREATE TRIGGER BEFORE ROW on the key-scope table, after the guard', 'trig',
 	'CREATE TRIGGER zz_fencing_h BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION zero_t()',
-	'SF005');
+	'42501', 'SF005');
 path('CREATE TRIGGER BEFORE ROW firing before the guard (GRANT TRIGGER)', 'trig',
 	'CREATE TRIGGER aa_zero BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION zero_t()',
-	'');
-path('... then an UPDATE with a fresh token that the trigger lowers', 'trig',
-	"BEGIN; SET LOCAL fencing.token = '5:1'; UPDATE accounts SET balance = 1 WHERE id = 'a'; COMMIT;",
-	'', 'SF002');
-path('... then an UPDATE without a token', 'trig',
-	"UPDATE accounts SET balance = 1 WHERE id = 'a'", 'SF002', 'SF001');
+	'42501');
+path('CREATE TRIGGER BEFORE ROW setting fencing.token (GRANT TRIGGER)', 'trig',
+	'CREATE TRIGGER aa_max BEFORE INSERT ON ledger FOR EACH ROW EXECUTE FUNCTION max_t()',
+	'42501');
+path('CREATE TRIGGER AFTER STATEMENT (GRANT TRIGGER)', 'trig',
+	'CREATE TRIGGER after_max AFTER INSERT ON ledger FOR EACH STATEMENT EXECUTE FUNCTION max_t()',
+	'42501');
+path('... so an UPDATE without a token is refused', 'trig',
+	"UPDATE accounts SET balance = 1 WHERE id = 'a'", 'SF002');
+path('... and so is an INSERT without a token in key scope', 'trig',
+	"INSERT INTO ledger (account_id, amount) VALUES ('a', 1)", 'SF002');
+as_role('owner',
+	'CREATE TRIGGER aa_keep BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()'
+) eq '' or die 'owner trigger failed';
 path('ALTER TRIGGER ... RENAME past the guard (not the owner)', 'trig',
-	'ALTER TRIGGER aa_zero ON accounts RENAME TO zzz_zero', '42501');
-$node->safe_psql('postgres', 'DROP TRIGGER aa_zero ON accounts');
+	'ALTER TRIGGER aa_keep ON accounts RENAME TO zzz_keep', '42501');
+$node->safe_psql('postgres', 'DROP TRIGGER aa_keep ON accounts');
 ($last) = fences();
 
 # -- settings
@@ -283,6 +293,14 @@ path('an AFTER trigger on its own table writing the protected one', 'app',
 	  CREATE TRIGGER w AFTER INSERT ON mine FOR EACH ROW EXECUTE FUNCTION w();
 	  INSERT INTO mine VALUES (1);},
 	'SF001');
+path('a trigger on its own table setting fencing.token', 'app',
+	q{CREATE TABLE mine3 (x int);
+	  CREATE FUNCTION t3() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM set_config('fencing.token', '9223372036854775807:0', true); RETURN NULL; END$$;
+	  CREATE TRIGGER t3 AFTER INSERT ON mine3 FOR EACH ROW EXECUTE FUNCTION t3();
+	  BEGIN; INSERT INTO mine3 VALUES (1); UPDATE accounts SET balance = 0 WHERE id = 'a'; COMMIT;},
+	'55P02');
+path('ALTER ROLE ... SET fencing.token on itself', 'app',
+	"ALTER ROLE app SET fencing.token = '9223372036854775807:0'", '55P02');
 path('FK cascade (ON UPDATE CASCADE) from a table it owns, stale token', 'app',
 	"BEGIN; $stale UPDATE app_codes SET code = 'c2'; COMMIT;", 'SF001');
 path('FK cascade (ON DELETE CASCADE) from a table it owns, no token', 'app',
