@@ -54,7 +54,7 @@ ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_ra
 
 ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
 
-ISOLATION_LEASE = lease_acquire_race lease_renew_race
+ISOLATION_LEASE = lease_acquire_race lease_renew_race lease_owner_race
 
 ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE)
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
