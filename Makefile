@@ -52,7 +52,7 @@ ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race \
 	ddl_guard_race ddl_guard_locks
 
-ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
+ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race idem_owner_handover
 
 ISOLATION_LEASE = lease_acquire_race lease_renew_race lease_owner_race
 
