@@ -14,6 +14,9 @@ OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
 	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
+# who may read keys and fences
+OBJS_ROLES = src/visibility.o
+
 OBJS_STATS = src/stats.o
 
 OBJS_IDEM = src/idempotency.o
@@ -24,7 +27,8 @@ OBJS_LEASE = src/lease.o
 
 OBJS_CITUS = src/citus.o
 
-OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS)
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS) \
+	$(OBJS_ROLES)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql
@@ -42,7 +46,11 @@ REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_o
 
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
-REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE)
+# who may read keys, who may pin the extension
+REGRESS_ROLES = scope_visibility
+
+REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) \
+	$(REGRESS_ROLES)
 REGRESS_OPTS = --load-extension=fencing
 
 # isolation tester: test/isolation/specs/NAME.spec against

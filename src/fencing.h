@@ -66,6 +66,8 @@ extern Fence *FenceCopy(const Fence *f);
 /* errors.c */
 pg_noreturn extern void ReportStaleToken(const Fence *token, const Fence *fence,
 										 Relation rel, const char *scope_desc);
+pg_noreturn extern void ReportStaleTokenHidden(const Fence *token, Relation rel,
+											   const char *scope_name);
 pg_noreturn extern void ReportTokenRequired(Relation rel, const char *what);
 pg_noreturn extern void ReportConflictingTokens(const Fence *setting,
 												const Fence *column,
@@ -140,6 +142,9 @@ typedef struct GuardConfig
 
 extern GuardConfig *GetGuardConfig(Relation rel);
 extern void GuardConfigInit(void);
+
+/* visibility.c: who may read a key value or a fence */
+extern bool FencingMayReadGuardedKeys(Relation rel, GuardConfig *cfg);
 
 /* scopes.c: check and advance a scope's fence, atomically with the write */
 extern bool ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,

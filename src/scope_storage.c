@@ -486,8 +486,8 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 													 key_names[i])));
 		FencingRunUtility(sql.data);
 	}
+	/* its keys are read through fencing.scopes, by roles that may (visibility.c) */
 	FencingRunUtility(psprintf("REVOKE ALL ON %s FROM PUBLIC", qname));
-	FencingRunUtility(psprintf("GRANT SELECT ON %s TO PUBLIC", qname));
 
 	storage = get_relname_relid(name, FencingSchemaOid());
 

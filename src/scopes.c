@@ -628,9 +628,8 @@ InsertKeyRow(ScopeStorage *scope, Relation rel, Relation idx, ScanKey skey,
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("could not serialize access due to concurrent update"),
-					 errdetail("Another transaction wrote the first fence of scope \"%s\" key %s.",
-							   scope->scope_name,
-							   ScopeKeyToText(scope, key, nulls))));
+					 errdetail("Another transaction wrote the first fence of this key of scope \"%s\".",
+							   scope->scope_name)));
 		return SCOPE_ROW_RETRY;
 	}
 
@@ -676,8 +675,8 @@ SettleKeyRow(ScopeStorage *scope, Datum *key, bool *nulls, uint32 hash,
 		ItemPointerData tid;
 
 		if (attempt >= 1000)
-			elog(ERROR, "could not settle the fence of scope \"%s\" key %s",
-				 scope->scope_name, ScopeKeyToText(scope, key, nulls));
+			elog(ERROR, "could not settle a fence of scope \"%s\"",
+				 scope->scope_name);
 		CHECK_FOR_INTERRUPTS();
 
 		/*
