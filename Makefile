@@ -14,8 +14,8 @@ OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
 	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
-# who may read keys and fences
-OBJS_ROLES = src/visibility.o
+# who may read keys and fences; dropping the extension with its storage
+OBJS_ROLES = src/visibility.o src/drop.o
 
 OBJS_STATS = src/stats.o
 
@@ -47,7 +47,7 @@ REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_o
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
 # who may read keys, who may pin the extension
-REGRESS_ROLES = scope_visibility
+REGRESS_ROLES = scope_visibility scope_pinning
 
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) \
 	$(REGRESS_ROLES)

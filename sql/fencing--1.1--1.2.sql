@@ -52,3 +52,71 @@ END
 $revoke$;
 
 -- (end of section on who may read keys and fences)
+
+------------------------------------------------------------------------------
+-- Other roles cannot pin the extension (src/drop.c, src/scope_storage.c)
+------------------------------------------------------------------------------
+
+-- A view, a function, a column of another role's table may depend on a
+-- scope's storage table (PostgreSQL checks no privilege on a view's
+-- tables when the view is created).  reset_scope() drops the storage with
+-- CASCADE: what was built on it goes too, each named in a NOTICE.  (No key
+-- column can be among it: protect() refuses key columns made of the row
+-- type of the extension's tables.)  Everything else as in 1.1.
+CREATE OR REPLACE FUNCTION @extschema@.reset_scope(scope_name text) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r @extschema@.scope_storage;
+    users text;
+    n bigint;
+BEGIN
+    IF reset_scope.scope_name IS NULL THEN
+        RAISE EXCEPTION 'scope_name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO r FROM @extschema@.scope_storage s
+     WHERE s.scope_name OPERATOR(pg_catalog.=) reset_scope.scope_name
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fencing scope "%" does not exist', reset_scope.scope_name
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT pg_catalog.string_agg(p.relid::pg_catalog.text, ', ' ORDER BY p.relid::pg_catalog.text)
+      INTO users
+      FROM @extschema@.protected p
+     WHERE p.scope_name OPERATOR(pg_catalog.=) reset_scope.scope_name
+       AND p.key_columns IS NOT NULL;
+    IF users IS NOT NULL THEN
+        RAISE EXCEPTION 'fencing scope "%" is in use', reset_scope.scope_name
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = pg_catalog.format('Protected in this scope: %s.', users),
+                  HINT = 'Call fencing.unprotect() on those tables first.';
+    END IF;
+    EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM %s', r.storage) INTO n;
+    EXECUTE pg_catalog.format('DROP TABLE %s CASCADE', r.storage);
+    DELETE FROM @extschema@.scope_storage s
+     WHERE s.scope_name OPERATOR(pg_catalog.=) reset_scope.scope_name;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.reset_scope(text) IS
+    'forget a scope no protected table uses: drop its fences (and whatever other roles built on its storage table) and its owner, so that any role may protect into the name again; returns the number of fences dropped';
+
+-- DROP EXTENSION fencing drops the scopes' storage tables first, with
+-- CASCADE, as their owner: they are no members of the extension (pg_dump
+-- dumps them with their rows), and would otherwise make it fail, whoever
+-- created the scope or built on its storage.
+CREATE FUNCTION @extschema@.drop_extension_start() RETURNS event_trigger
+    AS 'MODULE_PATHNAME', 'fencing_drop_extension_start' LANGUAGE C;
+REVOKE ALL ON FUNCTION @extschema@.drop_extension_start() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.drop_extension_start() IS
+    'event trigger: DROP EXTENSION fencing drops the scopes'' storage tables first (with what other roles built on them)';
+CREATE EVENT TRIGGER fencing_drop_extension ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION @extschema@.drop_extension_start();
+ALTER EVENT TRIGGER fencing_drop_extension ENABLE ALWAYS;
+COMMENT ON EVENT TRIGGER fencing_drop_extension IS
+    'DROP EXTENSION fencing takes the scopes'' storage tables with it';
+
+-- (end of section on pinning)

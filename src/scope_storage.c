@@ -32,6 +32,7 @@
 #include "access/hash.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "catalog/dependency.h"
 #include "catalog/index.h"
@@ -39,6 +40,7 @@
 #include "catalog/pg_am.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_opclass.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
@@ -51,6 +53,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -131,16 +134,81 @@ KeyColumnType(Relation rel, AttrNumber attnum, Oid *type, Oid *collation)
 }
 
 /*
+ * The table of schema fencing whose row type type is, or is made of (as
+ * a domain, array, range or composite type, at any depth); InvalidOid
+ * when none.  Such a key column would make every scope's storage depend
+ * on that table, and dropping it (fencing.reset_scope(), DROP EXTENSION)
+ * would then have to drop a key column: another role could so pin it.
+ */
+static Oid
+KeyTypeUsesFencingTable(Oid type, int depth)
+{
+	HeapTuple	tup;
+	Form_pg_type typ;
+	Oid			found = InvalidOid;
+
+	check_stack_depth();
+	if (depth > 32)
+		return InvalidOid;
+	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	typ = (Form_pg_type) GETSTRUCT(tup);
+	if (typ->typtype == TYPTYPE_DOMAIN)
+		found = KeyTypeUsesFencingTable(typ->typbasetype, depth + 1);
+	else if (OidIsValid(typ->typelem) && IsTrueArrayType(typ))
+		found = KeyTypeUsesFencingTable(typ->typelem, depth + 1);
+	else if (typ->typtype == TYPTYPE_RANGE)
+		found = KeyTypeUsesFencingTable(get_range_subtype(type), depth + 1);
+	else if (typ->typtype == TYPTYPE_MULTIRANGE)
+		found = KeyTypeUsesFencingTable(get_multirange_range(type), depth + 1);
+	else if (typ->typtype == TYPTYPE_COMPOSITE && OidIsValid(typ->typrelid))
+	{
+		if (get_rel_namespace(typ->typrelid) == FencingSchemaOid() &&
+			get_rel_relkind(typ->typrelid) != RELKIND_COMPOSITE_TYPE)
+			found = typ->typrelid;
+		else
+		{
+			Relation	crel = relation_open(typ->typrelid, AccessShareLock);
+			TupleDesc	desc = RelationGetDescr(crel);
+			int			i;
+
+			for (i = 0; i < desc->natts && !OidIsValid(found); i++)
+				if (!TupleDescAttr(desc, i)->attisdropped)
+					found = KeyTypeUsesFencingTable(TupleDescAttr(desc, i)->atttypid,
+													depth + 1);
+			relation_close(crel, AccessShareLock);
+		}
+	}
+	ReleaseSysCache(tup);
+	return found;
+}
+
+/*
  * Check that a key column's type can key a scope: its values must be
- * comparable by a default btree operator class (0A000 otherwise).
+ * comparable by a default btree operator class, and it may not be made of
+ * the row type of a table of schema fencing (0A000 otherwise).
  */
 void
 CheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name)
 {
 	Oid			type;
 	Oid			collation;
+	Oid			fencing_table;
 
 	KeyColumnType(rel, attnum, &type, &collation);
+	fencing_table = KeyTypeUsesFencingTable(TupleDescAttr(RelationGetDescr(rel),
+														  attnum - 1)->atttypid, 0);
+	if (OidIsValid(fencing_table))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("key column \"%s\" of table \"%s\" cannot key a fence scope",
+						name, RelationGetRelationName(rel)),
+				 errdetail("Its type %s is made of the row type of table %s, which belongs to the extension fencing.",
+						   format_type_be(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid),
+						   FencingQualifiedName(fencing_table)),
+				 errhint("Key the scope by columns of other types."),
+				 errtablecol(rel, attnum)));
 	if (!OidIsValid(GetDefaultOpClass(type, BTREE_AM_OID)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
