@@ -120,3 +120,18 @@ COMMENT ON EVENT TRIGGER fencing_drop_extension IS
     'DROP EXTENSION fencing takes the scopes'' storage tables with it';
 
 -- (end of section on pinning)
+
+------------------------------------------------------------------------------
+-- Storage tables named after their scopes (src/scope_storage.c)
+------------------------------------------------------------------------------
+
+-- A new scope's storage table is fencing.scope_<h>, <h> 16 hex digits of
+-- the SHA-256 of the scope's name: the same in every database, so that a
+-- dump restored into a database with scopes of other names brings tables
+-- of other names, and a logical replica that protects the same tables has
+-- the same storage tables as its publisher.  Existing ones keep their
+-- names; the sequence that numbered them is no longer drawn from.
+COMMENT ON SEQUENCE @extschema@.scope_storage_seq IS
+    'numbers of the scope storage tables created by fencing 1.1 (fencing.scope_<n>); later ones are named after their scopes';
+
+-- (end of section on storage names)

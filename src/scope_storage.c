@@ -4,7 +4,9 @@
  *	  Where key and table scopes keep their fences, and who owns them.
  *
  * Each key or table scope has a table of its own in schema fencing,
- * created by the first protect() into it: fencing.scope_<n>, with one
+ * created by the first protect() into it: fencing.scope_<h>, <h> 16 hex
+ * digits of the SHA-256 of the scope's name (those created by fencing 1.1
+ * have numbers instead), with one
  * column per key column of the protected table, of the same type (a
  * domain's base type) and collation, a fence column, and a unique index
  * on the key columns, NULLS NOT DISTINCT.  Two rows of protected tables
@@ -63,7 +65,9 @@
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
 #include "utils/varlena.h"
+#include "common/cryptohash.h"
 #include "common/hashfn.h"
+#include "common/sha2.h"
 
 #include "fencing.h"
 
@@ -471,6 +475,32 @@ KeysMatchStorage(Relation rel, int nkeys, const AttrNumber *key_attnums,
 }
 
 /*
+ * The name of the storage table of scope_name, attempt 1, 2, ...:
+ * scope_ and the first 16 hex digits of the SHA-256 of the scope's name,
+ * with _<attempt> from the second attempt on.
+ */
+static char *
+StorageName(const char *scope_name, int attempt)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	char		hex[17];
+	int			i;
+
+	if (ctx == NULL ||
+		pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) scope_name, strlen(scope_name)) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not compute the SHA-256 of scope name \"%s\"", scope_name);
+	pg_cryptohash_free(ctx);
+	for (i = 0; i < 8; i++)
+		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+	if (attempt <= 1)
+		return psprintf("scope_%s", hex);
+	return psprintf("scope_%s_%d", hex, attempt);
+}
+
+/*
  * Create the storage table of a new scope, owned by the extension's owner,
  * and register it with its owner.  types and collations describe the key
  * columns (ignored for table scope).  Runs inside SPI, as the caller.
@@ -493,18 +523,17 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 	FencingBecomeOwner(&saved);
 
 	/*
-	 * A free name: tables of an earlier installation may be left in schema
-	 * fencing (DROP EXTENSION of an extension whose schema existed before
-	 * it), and the sequence starts again with a new installation.
+	 * The name comes from the scope's name (StorageName), the same in every
+	 * database: a dump of one database restored into another that has
+	 * scopes of other names brings storage tables of other names, and a
+	 * logical replica that protects the same tables has the same storage
+	 * tables as its publisher.  A name taken by a table of an earlier
+	 * installation (DROP EXTENSION of an extension whose schema existed
+	 * before it) or of a restore gets a suffix.
 	 */
-	for (;;)
+	for (i = 1;; i++)
 	{
-		rc = SPI_execute("SELECT pg_catalog.nextval('fencing.scope_storage_seq'::pg_catalog.regclass)",
-						 false, 1);
-		if (rc != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "could not draw a scope storage number");
-		name = psprintf("scope_%s", SPI_getvalue(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 1));
+		name = StorageName(scope_name, i);
 		if (!OidIsValid(get_relname_relid(name, FencingSchemaOid())) &&
 			!OidIsValid(get_relname_relid(psprintf("%s_key", name),
 										  FencingSchemaOid())))
