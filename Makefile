@@ -14,8 +14,9 @@ OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
 	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
-# who may read keys and fences; dropping the extension with its storage
-OBJS_ROLES = src/visibility.o src/drop.o
+# who may read keys and fences; dropping the extension with its storage;
+# the extension's own tables under logical replication
+OBJS_ROLES = src/visibility.o src/drop.o src/replication.o
 
 OBJS_STATS = src/stats.o
 

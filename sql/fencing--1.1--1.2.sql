@@ -135,3 +135,70 @@ COMMENT ON SEQUENCE @extschema@.scope_storage_seq IS
     'numbers of the scope storage tables created by fencing 1.1 (fencing.scope_<n>); later ones are named after their scopes';
 
 -- (end of section on storage names)
+
+------------------------------------------------------------------------------
+-- Logical replication of a whole database (src/replication.c)
+------------------------------------------------------------------------------
+
+-- A publication FOR ALL TABLES includes the extension's tables.  Those
+-- that hold this server's own state (its protections, its scopes and
+-- their fences, its epochs) get two triggers, enabled ALWAYS, that keep
+-- it its own on a subscriber: in a logical replication worker a row is
+-- skipped (a storage table's row first advances the subscriber's fence of
+-- its key to the publisher's, when that is newer) and a TRUNCATE is
+-- refused (SF001); in every other session they do nothing.  Idempotency
+-- keys and leases replicate as they are.
+CREATE FUNCTION @extschema@.local_state() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'fencing_local_state' LANGUAGE C;
+REVOKE ALL ON FUNCTION @extschema@.local_state() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.local_state() IS
+    'internal: triggers of the extension''s tables of local state; under logical replication the subscriber keeps its own protections, scopes and epochs (its fences follow the publisher''s upwards only)';
+
+DO $local$
+DECLARE
+    rels pg_catalog.regclass[];
+    args pg_catalog.text[];
+    i integer;
+    citus boolean := pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL;
+    distributed boolean;
+BEGIN
+    -- collected first: no scan of the registry may be open while it is altered
+    SELECT pg_catalog.array_agg(t.rel ORDER BY t.ord), pg_catalog.array_agg(t.arg ORDER BY t.ord)
+      INTO rels, args
+      FROM (SELECT '@extschema@.protected'::pg_catalog.regclass AS rel, NULL::pg_catalog.text AS arg, 1 AS ord
+            UNION ALL
+            SELECT '@extschema@.scope_storage'::pg_catalog.regclass, NULL, 2
+            UNION ALL
+            SELECT '@extschema@.epoch_state'::pg_catalog.regclass, NULL, 3
+            UNION ALL
+            SELECT s.storage, 'storage', 4
+              FROM @extschema@.scope_storage s
+              JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.storage) AS t;
+    FOR i IN 1 .. pg_catalog.cardinality(rels)
+    LOOP
+        IF args[i] IS NOT NULL THEN
+            -- a distributed storage is moved by Citus's logical replication
+            distributed := false;
+            IF citus THEN
+                EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                                         WHERE p.logicalrelid OPERATOR(pg_catalog.=) $1)'
+                   INTO distributed USING rels[i];
+            END IF;
+            CONTINUE WHEN distributed;
+            EXECUTE pg_catalog.format('ALTER TABLE %s REPLICA IDENTITY FULL', rels[i]);
+        END IF;
+        EXECUTE pg_catalog.format(
+            'CREATE TRIGGER fencing_local_state BEFORE INSERT OR UPDATE OR DELETE ON %s '
+            'FOR EACH ROW EXECUTE FUNCTION @extschema@.local_state(%s)',
+            rels[i], COALESCE(pg_catalog.quote_literal(args[i]), ''));
+        EXECUTE pg_catalog.format(
+            'CREATE TRIGGER fencing_local_state_truncate BEFORE TRUNCATE ON %s '
+            'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.local_state(%s)',
+            rels[i], COALESCE(pg_catalog.quote_literal(args[i]), ''));
+        EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER fencing_local_state', rels[i]);
+        EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER fencing_local_state_truncate', rels[i]);
+    END LOOP;
+END
+$local$;
+
+-- (end of logical replication section)

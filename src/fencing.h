@@ -146,6 +146,9 @@ extern void GuardConfigInit(void);
 /* visibility.c: who may read a key value or a fence */
 extern bool FencingMayReadGuardedKeys(Relation rel, GuardConfig *cfg);
 
+/* replication.c: the extension's own tables under logical replication */
+extern bool FencingIsLocalStateTrigger(const Trigger *t);
+
 /* scopes.c: check and advance a scope's fence, atomically with the write */
 extern bool ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 								 const Fence *token, bool strict, Fence *lost_to);

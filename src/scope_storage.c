@@ -50,6 +50,8 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
@@ -585,6 +587,27 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 	}
 	/* its keys are read through fencing.scopes, by roles that may (visibility.c) */
 	FencingRunUtility(psprintf("REVOKE ALL ON %s FROM PUBLIC", qname));
+
+	/*
+	 * Under logical replication of a whole database, the subscriber keeps
+	 * its own fences (replication.c): a replica identity for replicated
+	 * updates, and the triggers, once the objects have them (the update
+	 * from 1.0 creates storage before the function exists; the update to
+	 * 1.2 gives them to the storage tables it finds).
+	 */
+	FencingRunUtility(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", qname));
+	if (OidIsValid(LookupFuncName(list_make2(makeString("fencing"), makeString("local_state")),
+								   0, NULL, true)))
+	{
+		FencingRunUtility(psprintf("CREATE TRIGGER fencing_local_state BEFORE INSERT OR UPDATE OR DELETE "
+								   "ON %s FOR EACH ROW EXECUTE FUNCTION fencing.local_state('storage')",
+								   qname));
+		FencingRunUtility(psprintf("CREATE TRIGGER fencing_local_state_truncate BEFORE TRUNCATE "
+								   "ON %s FOR EACH STATEMENT EXECUTE FUNCTION fencing.local_state('storage')",
+								   qname));
+		FencingRunUtility(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER fencing_local_state", qname));
+		FencingRunUtility(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER fencing_local_state_truncate", qname));
+	}
 
 	storage = get_relname_relid(name, FencingSchemaOid());
 

@@ -32,8 +32,9 @@
  * instructions a write, most of it the executor's start-up and shut-down
  * for one row; this path costs what the index descent and the page's
  * pruning cost.  The storage tables belong to the extension's owner and
- * have no triggers, row security or other indexes; one that has grown
- * any is refused (SF005) rather than written behind its back.
+ * have no triggers (but those of replication.c, which never fire here),
+ * row security or other indexes; one that has grown any is refused
+ * (SF005) rather than written behind its back.
  *
  * One token, one transaction.  Once this transaction has advanced a
  * scope, it holds the scope row's lock until it ends, so a per-transaction
@@ -455,7 +456,14 @@ OpenStorage(ScopeStorage *scope, Relation *idx)
 	if (list_length(indexes) != 1 || linitial_oid(indexes) != scope->indexid)
 		ReportStorageAltered(scope, rel, "has other indexes");
 	if (rel->trigdesc != NULL)
-		ReportStorageAltered(scope, rel, "has triggers");
+	{
+		int			i;
+
+		/* the triggers that keep it local under logical replication only */
+		for (i = 0; i < rel->trigdesc->numtriggers; i++)
+			if (!FencingIsLocalStateTrigger(&rel->trigdesc->triggers[i]))
+				ReportStorageAltered(scope, rel, "has triggers");
+	}
 	if (rel->rd_rel->relrowsecurity)
 		ReportStorageAltered(scope, rel, "has row security");
 	if (rel->rd_rel->relkind != RELKIND_RELATION ||
