@@ -48,7 +48,7 @@ REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_o
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
 # who may read keys, who may pin the extension
-REGRESS_ROLES = scope_visibility scope_pinning
+REGRESS_ROLES = scope_visibility scope_pinning scope_health
 
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) \
 	$(REGRESS_ROLES)
