@@ -781,11 +781,6 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
 		FencingBecomeOwner(&saved);
 		/* the storage's key columns may be NULL: no index can identify a row */
 		FencingRunUtility(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", FencingQualifiedName(storage)));
-		/* shard moves replicate it: no trigger may skip its rows (replication.c) */
-		FencingRunUtility(psprintf("DROP TRIGGER IF EXISTS fencing_local_state ON %s",
-								   FencingQualifiedName(storage)));
-		FencingRunUtility(psprintf("DROP TRIGGER IF EXISTS fencing_local_state_truncate ON %s",
-								   FencingQualifiedName(storage)));
 		rc = SPI_execute_with_args("SELECT pg_catalog.create_distributed_table($1::pg_catalog.regclass, $2, "
 								   "colocate_with => $3)",
 								   3, argtypes, values, NULL, false, 0);
@@ -797,6 +792,18 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
 	}
 	CheckStorageColocation(rel, &ct, pending.dist_key, pending.scope_name, storage);
 	strlcpy(pending.storage, get_rel_name(storage), NAMEDATALEN);
+}
+
+/*
+ * Will protect() of relid distribute a storage it creates now?  Such a
+ * storage gets none of the triggers that keep a storage's rows local under
+ * logical replication (replication.c): Citus moves and splits it by
+ * logical replication of its own.
+ */
+bool
+FencingCitusDistributesStorage(Oid relid)
+{
+	return OidIsValid(pending.relid) && pending.relid == relid && pending.nkeys > 0;
 }
 
 /*

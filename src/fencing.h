@@ -213,6 +213,7 @@ extern bool FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name
 										char **fence_column, int *nkeys,
 										char ***key_columns);
 extern void FencingCitusPrepareStorage(Relation rel, Oid storage);
+extern bool FencingCitusDistributesStorage(Oid relid);
 extern bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 								  int nkeys, Datum *keynames, Oid source_relid);
 extern void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);

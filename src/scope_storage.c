@@ -510,7 +510,7 @@ StorageName(const char *scope_name, int attempt)
 static Oid
 CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 			  const Oid *types, const Oid *collations,
-			  const char *const *key_names)
+			  const char *const *key_names, bool keep_local)
 {
 	StringInfoData sql;
 	FencingSavedUser saved;
@@ -593,11 +593,14 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 	 * its own fences (replication.c): a replica identity for replicated
 	 * updates, and the triggers, once the objects have them (the update
 	 * from 1.0 creates storage before the function exists; the update to
-	 * 1.2 gives them to the storage tables it finds).
+	 * 1.2 gives them to the storage tables it finds), unless Citus is to
+	 * distribute the storage (keep_local false: its shard moves replicate
+	 * it).
 	 */
 	FencingRunUtility(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", qname));
-	if (OidIsValid(LookupFuncName(list_make2(makeString("fencing"), makeString("local_state")),
-								   0, NULL, true)))
+	if (keep_local &&
+		OidIsValid(LookupFuncName(list_make2(makeString("fencing"), makeString("local_state")),
+								  0, NULL, true)))
 	{
 		FencingRunUtility(psprintf("CREATE TRIGGER fencing_local_state BEFORE INSERT OR UPDATE OR DELETE "
 								   "ON %s FOR EACH ROW EXECUTE FUNCTION fencing.local_state('storage')",
@@ -728,7 +731,8 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 		for (i = 0; i < nkeys; i++)
 			KeyColumnType(rel, key_attnums[i], &types[i], &collations[i]);
 		return CreateStorage(scope_name, GetUserId(), table_scope, nkeys,
-							 types, collations, key_names);
+							 types, collations, key_names,
+							 !FencingCitusDistributesStorage(RelationGetRelid(rel)));
 	}
 }
 
@@ -951,7 +955,7 @@ fencing_scope_create(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("fencing scope \"%s\" already exists", scope_name)));
 	storage = CreateStorage(scope_name, owner, ntypes == 0, ntypes,
-							type_oids, coll_oids, names);
+							type_oids, coll_oids, names, true);
 	SPI_finish();
 	PG_RETURN_OID(storage);
 }
