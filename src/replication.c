@@ -72,15 +72,20 @@ PG_FUNCTION_INFO_V1(fencing_local_state);
 static Oid	local_state_oid = InvalidOid;
 
 /*
- * The storage last followed, for the rows of the same replicated
- * transaction (its memory goes with the transaction).
+ * The storage tables followed in the current replicated transaction, so
+ * that each is opened once for all its rows (their memory goes with the
+ * transaction).
  */
-static struct
+typedef struct FollowedStorage
 {
-	LocalTransactionId lxid;
 	Oid			relid;
 	ScopeStorage *scope;
-} followed = {InvalidLocalTransactionId, InvalidOid, NULL};
+	struct FollowedStorage *next;
+} FollowedStorage;
+
+static LocalTransactionId followed_lxid = InvalidLocalTransactionId;
+static FollowedStorage *followed = NULL;
+static MemoryContext followed_cxt = NULL;
 
 /* Is funcoid fencing.local_state(), the extension's C function? */
 static bool
@@ -141,29 +146,42 @@ FollowReplicatedFence(Relation rel, HeapTuple tup)
 	Fence		current;
 	int			i;
 
-	if (followed.lxid != CurrentLocalTransactionId() || followed.relid != RelationGetRelid(rel))
+	FollowedStorage *f;
+
+	if (followed_lxid != CurrentLocalTransactionId())
 	{
-		MemoryContext cxt = AllocSetContextCreate(TopTransactionContext,
-												  "fencing replicated storage",
-												  ALLOCSET_SMALL_SIZES);
+		followed = NULL;
+		followed_cxt = AllocSetContextCreate(TopTransactionContext,
+											 "fencing replicated storage",
+											 ALLOCSET_SMALL_SIZES);
+		followed_lxid = CurrentLocalTransactionId();
+	}
+	for (f = followed; f != NULL; f = f->next)
+		if (f->relid == RelationGetRelid(rel))
+			break;
+	if (f == NULL)
+	{
 		bool		table_scope = desc->natts == 2 &&
 			strcmp(NameStr(TupleDescAttr(desc, 0)->attname), "table_scope") == 0;
 
-		followed.scope = ScopeStorageOpenRelation(RelationGetRelid(rel),
-												  RelationGetRelationName(rel),
-												  table_scope, cxt);
-		followed.relid = RelationGetRelid(rel);
-		followed.lxid = CurrentLocalTransactionId();
+		f = MemoryContextAllocZero(followed_cxt, sizeof(FollowedStorage));
+		f->relid = RelationGetRelid(rel);
+		f->scope = ScopeStorageOpenRelation(RelationGetRelid(rel),
+											RelationGetRelationName(rel),
+											table_scope, followed_cxt);
+		if (f->scope == NULL || f->scope->nkeys != desc->natts - 1)
+			elog(ERROR, "table \"%s\" is not a fence storage",
+				 RelationGetRelationName(rel));
+		f->next = followed;
+		followed = f;
 	}
-	if (followed.scope == NULL || followed.scope->nkeys != desc->natts - 1)
-		elog(ERROR, "table \"%s\" is not a fence storage", RelationGetRelationName(rel));
 
 	fence = heap_getattr(tup, desc->natts, desc, &fence_null);
 	if (fence_null)
 		return;
-	for (i = 0; i < followed.scope->nkeys; i++)
+	for (i = 0; i < f->scope->nkeys; i++)
 		key[i] = heap_getattr(tup, i + 1, desc, &nulls[i]);
-	(void) ScopeFollow(followed.scope, key, nulls, DatumGetFenceP(fence), &current);
+	(void) ScopeFollow(f->scope, key, nulls, DatumGetFenceP(fence), &current);
 }
 
 /*
