@@ -14,6 +14,10 @@ OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
 	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
+# who may read keys and fences; dropping the extension with its storage;
+# the extension's own tables under logical replication
+OBJS_ROLES = src/visibility.o src/drop.o src/replication.o
+
 OBJS_STATS = src/stats.o
 
 OBJS_IDEM = src/idempotency.o
@@ -26,7 +30,8 @@ OBJS_CITUS = src/citus.o
 
 OBJS_LOCKSVC = src/lock_services.o
 
-OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS) $(OBJS_LOCKSVC)
+OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS) \
+	$(OBJS_ROLES) $(OBJS_LOCKSVC)
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql
@@ -49,8 +54,11 @@ REGRESS_LOCKSVC = lock_services
 
 REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security
 
+# who may read keys, who may pin the extension
+REGRESS_ROLES = scope_visibility scope_pinning scope_health
+
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) \
-	$(REGRESS_LOCKSVC) $(REGRESS_UPDATE)
+	$(REGRESS_LOCKSVC) $(REGRESS_UPDATE) $(REGRESS_ROLES)
 REGRESS_OPTS = --load-extension=fencing
 
 # isolation tester: test/isolation/specs/NAME.spec against
@@ -61,9 +69,9 @@ ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_ra
 	ddl_guard_race ddl_guard_locks seed_protect_race seed_attach_race scope_lifecycle_rr \
 	trigger_owner_race
 
-ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race
+ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race idem_owner_handover
 
-ISOLATION_LEASE = lease_acquire_race lease_renew_race
+ISOLATION_LEASE = lease_acquire_race lease_renew_race lease_owner_race
 
 ISOLATION_UPDATE = update_1_0_scope_copy_race
 

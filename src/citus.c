@@ -795,6 +795,18 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
 }
 
 /*
+ * Will protect() of relid distribute a storage it creates now?  Such a
+ * storage gets none of the triggers that keep a storage's rows local under
+ * logical replication (replication.c): Citus moves and splits it by
+ * logical replication of its own.
+ */
+bool
+FencingCitusDistributesStorage(Oid relid)
+{
+	return OidIsValid(pending.relid) && pending.relid == relid && pending.nkeys > 0;
+}
+
+/*
  * SeedScopesFrom() of a scope whose storage is distributed: advance each
  * key's fence to the highest among source_relid's rows with one INSERT ...
  * SELECT, which Citus runs on each pair of co-located shards.  Runs as the

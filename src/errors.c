@@ -68,6 +68,32 @@ ReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 }
 
 /*
+ * Raise SF001 for a write to rel whose writer may not read what it lost
+ * to (visibility.c): the message names its own token, DETAIL says that
+ * the fence (and, in key or table scope, the key) is not shown, the HINT
+ * is the same.  scope_name is NULL in row scope.
+ */
+void
+ReportStaleTokenHidden(const Fence *token, Relation rel, const char *scope_name)
+{
+	char	   *token_s = FenceToCString(token);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_STALE_FENCE_TOKEN),
+			 errmsg("stale fence token %s for table \"%s\"",
+					token_s, RelationGetRelationName(rel)),
+			 scope_name ?
+			 errdetail("A key of scope \"%s\" has already accepted a fence token that token %s does not beat; the key and that fence are shown only to roles that may read table \"%s\".",
+					   scope_name, token_s, RelationGetRelationName(rel)) :
+			 errdetail("The row has already accepted a fence token that token %s does not beat; that fence is shown only to roles that may read table \"%s\".",
+					   token_s, RelationGetRelationName(rel)),
+			 errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.",
+					 token_s),
+			 errtable(rel)));
+	pg_unreachable();
+}
+
+/*
  * Raise SF002 for a write to rel that needs a token and has none.
  *
  * what says which write it was, for example "UPDATE".

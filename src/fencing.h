@@ -69,6 +69,8 @@ extern Fence *FenceCopy(const Fence *f);
 /* errors.c */
 pg_noreturn extern void ReportStaleToken(const Fence *token, const Fence *fence,
 										 Relation rel, const char *scope_desc);
+pg_noreturn extern void ReportStaleTokenHidden(const Fence *token, Relation rel,
+											   const char *scope_name);
 pg_noreturn extern void ReportTokenRequired(Relation rel, const char *what);
 pg_noreturn extern void ReportConflictingTokens(const Fence *setting,
 												const Fence *column,
@@ -144,6 +146,12 @@ typedef struct GuardConfig
 extern GuardConfig *GetGuardConfig(Relation rel);
 extern void GuardConfigInit(void);
 
+/* visibility.c: who may read a key value or a fence */
+extern bool FencingMayReadGuardedKeys(Relation rel, GuardConfig *cfg);
+
+/* replication.c: the extension's own tables under logical replication */
+extern bool FencingIsLocalStateTrigger(const Trigger *t);
+
 /* scopes.c: check and advance a scope's fence, atomically with the write */
 extern bool ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 								 const Fence *token, bool strict, Fence *lost_to);
@@ -212,6 +220,7 @@ extern bool FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name
 										char **fence_column, int *nkeys,
 										char ***key_columns);
 extern void FencingCitusPrepareStorage(Relation rel, Oid storage);
+extern bool FencingCitusDistributesStorage(Oid relid);
 extern bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 								  int nkeys, Datum *keynames, Oid source_relid);
 extern void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);

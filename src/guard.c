@@ -247,14 +247,29 @@ typedef struct RowKey
 	bool		nulls[INDEX_MAX_KEYS];
 } RowKey;
 
-/* Raise SF001 for a token that lost to a scope's key. */
+/*
+ * Raise SF001 for a token that lost to a scope's key: the key and the
+ * fence are shown to writers that may read them (visibility.c).
+ */
 static void
 ReportScopeLost(GuardConfig *cfg, Relation rel, RowKey *key,
 				const Fence *token, const Fence *lost_to)
 {
+	if (!FencingMayReadGuardedKeys(rel, cfg))
+		ReportStaleTokenHidden(token, rel, cfg->scope_name);
 	ReportStaleToken(token, lost_to, rel,
 					 psprintf("scope \"%s\" key %s", cfg->scope_name,
 							  ScopeKeyToText(cfg->scope, key->values, key->nulls)));
+}
+
+/* Raise SF001 for a token that lost to the fence of the row it writes. */
+static void
+ReportRowLost(GuardConfig *cfg, Relation rel, const Fence *token,
+			  const Fence *lost_to)
+{
+	if (!FencingMayReadGuardedKeys(rel, cfg))
+		ReportStaleTokenHidden(token, rel, NULL);
+	ReportStaleToken(token, lost_to, rel, NULL);
 }
 
 /*
@@ -330,6 +345,8 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 											cfg->strict, &lost_to))
 			{
 				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+				if (!FencingMayReadGuardedKeys(rel, cfg))
+					ReportStaleTokenHidden(token, rel, cfg->scope_name);
 				ReportStaleToken(token, &lost_to, rel,
 								 psprintf("scope \"%s\" key %s",
 										  cfg->scope_name, keys[i]));
@@ -562,7 +579,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 			if (cmp < 0 || (cmp == 0 && cfg->strict && !GuardWroteVersion(rel, oldtup)))
 			{
 				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
-				ReportStaleToken(&token, &old, rel, NULL);
+				ReportRowLost(cfg, rel, &token, &old);
 			}
 		}
 	}

@@ -40,6 +40,15 @@
  * version, so that a failing call (a paused holder's late renew) locks
  * nothing.  check only reads.
  *
+ * Every owner check judges the row version that its call changes: acquire
+ * checks the version it has locked, renew and release check in the WHERE
+ * clause of their UPDATE (a second look after an UPDATE that changed
+ * nothing only picks between 42501 and false), check judges the version
+ * it read.  A first token is predictable, (current epoch, 1): a renew or
+ * release of another role's name that read no row, or the row of its
+ * former owner, before that role's acquire or a handover committed must
+ * not change the row it finds afterwards.
+ *
  * Statistics (fencing.lease_stats, stats.c).  Every call counts its
  * outcome; the end of a grant (released, replaced by its own holder's
  * next acquire, or run out) is counted once, with its hold time, by the
@@ -120,7 +129,7 @@ typedef struct LeaseQueryDef
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[6];
+	Oid			argtypes[7];
 } LeaseQueryDef;
 
 #define LEASE_ROW_COLUMNS \
@@ -167,18 +176,24 @@ static const LeaseQueryDef LeaseQueries[LQ_NUM_QUERIES] = {
 	},
 	/*
 	 * LQ_SET_EXPIRY: $1 name, $2 $3 token, $4 now, $5 new expires_at
-	 * (renew, release).  Decided by the UPDATE itself, on the newest
+	 * (renew, release), $6 the caller, $7 the extension's owner (the owner
+	 * of a row without one).  Decided by the UPDATE itself, on the newest
 	 * version of the row, as in 1.0: a renew or release that fails locks
 	 * nothing, so a paused holder's late call never holds up the next
-	 * acquirer.
+	 * acquirer.  The owner check is part of the same WHERE clause, so it
+	 * judges the very version the UPDATE changes: a row inserted, or
+	 * handed to another role, after an earlier look is never changed by a
+	 * role that does not act for its owner.
 	 */
 	{
 		"UPDATE fencing.leases SET expires_at = $5"
 		" WHERE name OPERATOR(pg_catalog.=) $1"
 		"   AND token OPERATOR(fencing.=) fencing.fence($2, $3)"
 		"   AND expires_at OPERATOR(pg_catalog.>) $4"
+		"   AND pg_catalog.pg_has_role($6,"
+		"        COALESCE(owner::pg_catalog.oid, $7), 'MEMBER')"
 		" RETURNING granted_at",
-		5, {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+		7, {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID, OIDOID}
 	},
 };
 
@@ -730,34 +745,51 @@ NoticeExpiry(text *name, const LeaseRow *row, TimestampTz now)
 }
 
 /*
- * Set the expiry of the lease to expires if token holds it, live at now;
- * *granted_at (when not NULL) gets the grant's start.  The decision is the
- * UPDATE's, on the newest row version.
+ * Set the expiry of the lease to expires if token holds it, live at now,
+ * and the caller acts for its owner; *granted_at (when not NULL) gets the
+ * grant's start.  The decision, owner check included, is the UPDATE's, on
+ * the newest row version.  When nothing was changed, a second look picks
+ * the answer: 42501 when the row belongs to a role the caller does not
+ * act for, else false (with the expiry the look noticed counted).
  */
 static bool
 SetExpiry(text *name, const Fence *token, TimestampTz now,
-		  TimestampTz expires, TimestampTz *granted_at)
+		  TimestampTz expires, TimestampTz *granted_at,
+		  const FencingSavedUser *caller)
 {
-	Datum		args[5];
+	Datum		args[7];
 	bool		isnull;
 	Datum		d;
+	LeaseRow	row;
 
-	if (token == NULL)
-		return false;
-	args[0] = PointerGetDatum(name);
-	args[1] = Int64GetDatum(token->epoch);
-	args[2] = Int64GetDatum(token->counter);
-	args[3] = TimestampTzGetDatum(now);
-	args[4] = TimestampTzGetDatum(expires);
-	LeaseExecute(LQ_SET_EXPIRY, args, SPI_OK_UPDATE_RETURNING);
-	if (SPI_processed == 0)
-		return false;
-	if (granted_at != NULL)
+	if (token != NULL)
 	{
-		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		*granted_at = isnull ? 0 : DatumGetTimestampTz(d);
+		args[0] = PointerGetDatum(name);
+		args[1] = Int64GetDatum(token->epoch);
+		args[2] = Int64GetDatum(token->counter);
+		args[3] = TimestampTzGetDatum(now);
+		args[4] = TimestampTzGetDatum(expires);
+		args[5] = ObjectIdGetDatum(caller->userid);
+		args[6] = ObjectIdGetDatum(FencingOwnerOid());
+		LeaseExecute(LQ_SET_EXPIRY, args, SPI_OK_UPDATE_RETURNING);
+		if (SPI_processed > 0)
+		{
+			if (granted_at != NULL)
+			{
+				d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								  1, &isnull);
+				*granted_at = isnull ? 0 : DatumGetTimestampTz(d);
+			}
+			return true;
+		}
 	}
-	return true;
+
+	/* nothing changed: whose is it, and did it run out? */
+	ReadLeaseRow(LQ_READ, name, NULL, &row);
+	if (row.found)
+		CheckLeaseOwner(name, &row, caller);
+	NoticeExpiry(name, &row, now);
+	return false;
 }
 
 /*
@@ -873,16 +905,10 @@ fencing_lease_renew(PG_FUNCTION_ARGS)
 	TimestampTz expires = LeaseExpiry(fcinfo, 2, now);
 	Fence	   *token = PG_ARGISNULL(1) ? NULL : PG_GETARG_FENCE_P(1);
 	FencingSavedUser caller;
-	LeaseRow	row;
 	bool		ok;
 
 	LeaseConnect(&caller);
-	ReadLeaseRow(LQ_READ, name, NULL, &row);
-	if (row.found)
-		CheckLeaseOwner(name, &row, &caller);
-	ok = SetExpiry(name, token, now, expires, NULL);
-	if (!ok)
-		NoticeExpiry(name, &row, now);
+	ok = SetExpiry(name, token, now, expires, NULL, &caller);
 	LeaseFinish(&caller);
 
 	FencingStatsCountLease(ok ? FENCING_LEASE_RENEWED : FENCING_LEASE_RENEW_FAILED);
@@ -903,20 +929,14 @@ fencing_lease_release(PG_FUNCTION_ARGS)
 	TimestampTz now = GetCurrentTimestamp();
 	Fence	   *token = PG_ARGISNULL(1) ? NULL : PG_GETARG_FENCE_P(1);
 	FencingSavedUser caller;
-	LeaseRow	row;
 	TimestampTz granted_at = 0;
 	bool		ok;
 
 	LeaseConnect(&caller);
-	ReadLeaseRow(LQ_READ, name, NULL, &row);
-	if (row.found)
-		CheckLeaseOwner(name, &row, &caller);
-	ok = SetExpiry(name, token, now, now, &granted_at);
+	ok = SetExpiry(name, token, now, now, &granted_at, &caller);
 	if (ok)
 		(void) FencingStatsLeaseEnded(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name),
 									  token, granted_at, now, false);
-	else
-		NoticeExpiry(name, &row, now);
 	LeaseFinish(&caller);
 
 	FencingStatsCountLease(ok ? FENCING_LEASE_RELEASED : FENCING_LEASE_RELEASE_FAILED);

@@ -4,7 +4,9 @@
  *	  Where key and table scopes keep their fences, and who owns them.
  *
  * Each key or table scope has a table of its own in schema fencing,
- * created by the first protect() into it: fencing.scope_<n>, with one
+ * created by the first protect() into it: fencing.scope_<h>, <h> 16 hex
+ * digits of the SHA-256 of the scope's name (those created by fencing 1.1
+ * have numbers instead), with one
  * column per key column of the protected table, of the same type (a
  * domain's base type) and collation, a fence column, and a unique index
  * on the key columns, NULLS NOT DISTINCT.  Two rows of protected tables
@@ -48,6 +50,7 @@
 #include "access/hash.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -57,6 +60,7 @@
 #include "catalog/pg_am.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_opclass.h"
 #include "catalog/pg_type.h"
@@ -66,12 +70,15 @@
 #include "executor/tuptable.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_func.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
@@ -83,7 +90,9 @@
 #include "utils/syscache.h"
 #include "utils/tuplesort.h"
 #include "utils/varlena.h"
+#include "common/cryptohash.h"
 #include "common/hashfn.h"
+#include "common/sha2.h"
 
 #include "fencing.h"
 
@@ -155,16 +164,81 @@ KeyColumnType(Relation rel, AttrNumber attnum, Oid *type, Oid *collation)
 }
 
 /*
+ * The table of schema fencing whose row type type is, or is made of (as
+ * a domain, array, range or composite type, at any depth); InvalidOid
+ * when none.  Such a key column would make every scope's storage depend
+ * on that table, and dropping it (fencing.reset_scope(), DROP EXTENSION)
+ * would then have to drop a key column: another role could so pin it.
+ */
+static Oid
+KeyTypeUsesFencingTable(Oid type, int depth)
+{
+	HeapTuple	tup;
+	Form_pg_type typ;
+	Oid			found = InvalidOid;
+
+	check_stack_depth();
+	if (depth > 32)
+		return InvalidOid;
+	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	typ = (Form_pg_type) GETSTRUCT(tup);
+	if (typ->typtype == TYPTYPE_DOMAIN)
+		found = KeyTypeUsesFencingTable(typ->typbasetype, depth + 1);
+	else if (OidIsValid(typ->typelem) && IsTrueArrayType(typ))
+		found = KeyTypeUsesFencingTable(typ->typelem, depth + 1);
+	else if (typ->typtype == TYPTYPE_RANGE)
+		found = KeyTypeUsesFencingTable(get_range_subtype(type), depth + 1);
+	else if (typ->typtype == TYPTYPE_MULTIRANGE)
+		found = KeyTypeUsesFencingTable(get_multirange_range(type), depth + 1);
+	else if (typ->typtype == TYPTYPE_COMPOSITE && OidIsValid(typ->typrelid))
+	{
+		if (get_rel_namespace(typ->typrelid) == FencingSchemaOid() &&
+			get_rel_relkind(typ->typrelid) != RELKIND_COMPOSITE_TYPE)
+			found = typ->typrelid;
+		else
+		{
+			Relation	crel = relation_open(typ->typrelid, AccessShareLock);
+			TupleDesc	desc = RelationGetDescr(crel);
+			int			i;
+
+			for (i = 0; i < desc->natts && !OidIsValid(found); i++)
+				if (!TupleDescAttr(desc, i)->attisdropped)
+					found = KeyTypeUsesFencingTable(TupleDescAttr(desc, i)->atttypid,
+													depth + 1);
+			relation_close(crel, AccessShareLock);
+		}
+	}
+	ReleaseSysCache(tup);
+	return found;
+}
+
+/*
  * Check that a key column's type can key a scope: its values must be
- * comparable by a default btree operator class (0A000 otherwise).
+ * comparable by a default btree operator class, and it may not be made of
+ * the row type of a table of schema fencing (0A000 otherwise).
  */
 void
 CheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name)
 {
 	Oid			type;
 	Oid			collation;
+	Oid			fencing_table;
 
 	KeyColumnType(rel, attnum, &type, &collation);
+	fencing_table = KeyTypeUsesFencingTable(TupleDescAttr(RelationGetDescr(rel),
+														  attnum - 1)->atttypid, 0);
+	if (OidIsValid(fencing_table))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("key column \"%s\" of table \"%s\" cannot key a fence scope",
+						name, RelationGetRelationName(rel)),
+				 errdetail("Its type %s is made of the row type of table %s, which belongs to the extension fencing.",
+						   format_type_be(TupleDescAttr(RelationGetDescr(rel), attnum - 1)->atttypid),
+						   FencingQualifiedName(fencing_table)),
+				 errhint("Key the scope by columns of other types."),
+				 errtablecol(rel, attnum)));
 	if (!OidIsValid(GetDefaultOpClass(type, BTREE_AM_OID)))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -462,6 +536,32 @@ KeysMatchStorage(Relation rel, int nkeys, const AttrNumber *key_attnums,
 }
 
 /*
+ * The name of the storage table of scope_name, attempt 1, 2, ...:
+ * scope_ and the first 16 hex digits of the SHA-256 of the scope's name,
+ * with _<attempt> from the second attempt on.
+ */
+static char *
+StorageName(const char *scope_name, int attempt)
+{
+	pg_cryptohash_ctx *ctx = pg_cryptohash_create(PG_SHA256);
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	char		hex[17];
+	int			i;
+
+	if (ctx == NULL ||
+		pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) scope_name, strlen(scope_name)) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not compute the SHA-256 of scope name \"%s\"", scope_name);
+	pg_cryptohash_free(ctx);
+	for (i = 0; i < 8; i++)
+		snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+	if (attempt <= 1)
+		return psprintf("scope_%s", hex);
+	return psprintf("scope_%s_%d", hex, attempt);
+}
+
+/*
  * Create the storage table of a new scope, owned by the extension's owner,
  * and register it with its owner.  types and collations describe the key
  * columns (ignored for table scope).  Runs inside SPI, as the caller.
@@ -469,7 +569,7 @@ KeysMatchStorage(Relation rel, int nkeys, const AttrNumber *key_attnums,
 static Oid
 CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 			  const Oid *types, const Oid *collations,
-			  const char *const *key_names)
+			  const char *const *key_names, bool keep_local)
 {
 	StringInfoData sql;
 	FencingSavedUser saved;
@@ -484,18 +584,17 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 	FencingBecomeOwner(&saved);
 
 	/*
-	 * A free name: tables of an earlier installation may be left in schema
-	 * fencing (DROP EXTENSION of an extension whose schema existed before
-	 * it), and the sequence starts again with a new installation.
+	 * The name comes from the scope's name (StorageName), the same in every
+	 * database: a dump of one database restored into another that has
+	 * scopes of other names brings storage tables of other names, and a
+	 * logical replica that protects the same tables has the same storage
+	 * tables as its publisher.  A name taken by a table of an earlier
+	 * installation (DROP EXTENSION of an extension whose schema existed
+	 * before it) or of a restore gets a suffix.
 	 */
-	for (;;)
+	for (i = 1;; i++)
 	{
-		rc = SPI_execute("SELECT pg_catalog.nextval('fencing.scope_storage_seq'::pg_catalog.regclass)",
-						 false, 1);
-		if (rc != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "could not draw a scope storage number");
-		name = psprintf("scope_%s", SPI_getvalue(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 1));
+		name = StorageName(scope_name, i);
 		if (!OidIsValid(get_relname_relid(name, FencingSchemaOid())) &&
 			!OidIsValid(get_relname_relid(psprintf("%s_key", name),
 										  FencingSchemaOid())))
@@ -545,8 +644,32 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 													 key_names[i])));
 		FencingRunUtility(sql.data);
 	}
+	/* its keys are read through fencing.scopes, by roles that may (visibility.c) */
 	FencingRunUtility(psprintf("REVOKE ALL ON %s FROM PUBLIC", qname));
-	FencingRunUtility(psprintf("GRANT SELECT ON %s TO PUBLIC", qname));
+
+	/*
+	 * Under logical replication of a whole database, the subscriber keeps
+	 * its own fences (replication.c): a replica identity for replicated
+	 * updates, and the triggers, once the objects have them (the update
+	 * from 1.0 creates storage before the function exists; the update to
+	 * 1.2 gives them to the storage tables it finds), unless Citus is to
+	 * distribute the storage (keep_local false: its shard moves replicate
+	 * it).
+	 */
+	FencingRunUtility(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", qname));
+	if (keep_local &&
+		OidIsValid(LookupFuncName(list_make2(makeString("fencing"), makeString("local_state")),
+								  0, NULL, true)))
+	{
+		FencingRunUtility(psprintf("CREATE TRIGGER fencing_local_state BEFORE INSERT OR UPDATE OR DELETE "
+								   "ON %s FOR EACH ROW EXECUTE FUNCTION fencing.local_state('storage')",
+								   qname));
+		FencingRunUtility(psprintf("CREATE TRIGGER fencing_local_state_truncate BEFORE TRUNCATE "
+								   "ON %s FOR EACH STATEMENT EXECUTE FUNCTION fencing.local_state('storage')",
+								   qname));
+		FencingRunUtility(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER fencing_local_state", qname));
+		FencingRunUtility(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER fencing_local_state_truncate", qname));
+	}
 
 	storage = get_relname_relid(name, FencingSchemaOid());
 
@@ -722,7 +845,8 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 		for (i = 0; i < nkeys; i++)
 			KeyColumnType(rel, key_attnums[i], &types[i], &collations[i]);
 		return CreateStorage(scope_name, GetUserId(), table_scope, nkeys,
-							 types, collations, key_names);
+							 types, collations, key_names,
+							 !FencingCitusDistributesStorage(RelationGetRelid(rel)));
 	}
 }
 
@@ -1151,7 +1275,7 @@ fencing_scope_create(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("fencing scope \"%s\" already exists", scope_name)));
 	storage = CreateStorage(scope_name, owner, ntypes == 0, ntypes,
-							type_oids, coll_oids, names);
+							type_oids, coll_oids, names, true);
 	SPI_finish();
 	PG_RETURN_OID(storage);
 }
@@ -1271,7 +1395,13 @@ fencing_reset_scope(PG_FUNCTION_ARGS)
 				 scope_name, SPI_result_code_string(rc));
 		fences = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 											 SPI_tuptable->tupdesc, 1, &isnull));
-		FencingRunUtility(psprintf("DROP TABLE %s", FencingQualifiedName(entry.storage)));
+		/*
+		 * CASCADE: another role may have built a view, a function or a
+		 * column on the storage table, and must not be able to keep the
+		 * scope (PostgreSQL names each dropped object in a NOTICE)
+		 */
+		FencingRunUtility(psprintf("DROP TABLE %s CASCADE",
+								   FencingQualifiedName(entry.storage)));
 	}
 	rc = FencingExecuteLatest("DELETE FROM fencing.scope_storage s "
 							  "WHERE s.scope_name OPERATOR(pg_catalog.=) $1",

@@ -32,8 +32,9 @@
  * instructions a write, most of it the executor's start-up and shut-down
  * for one row; this path costs what the index descent and the page's
  * pruning cost.  The storage tables belong to the extension's owner and
- * have no triggers, row security or other indexes; one that has grown
- * any is refused (SF005) rather than written behind its back.
+ * have no triggers (but those of replication.c, which never fire here),
+ * row security or other indexes; one that has grown any is refused
+ * (SF005) rather than written behind its back.
  *
  * One token, one transaction.  Once this transaction has advanced a
  * scope, it holds the scope row's lock until it ends, so a per-transaction
@@ -451,7 +452,14 @@ OpenStorage(ScopeStorage *scope, Relation *idx)
 	if (list_length(indexes) != 1 || linitial_oid(indexes) != scope->indexid)
 		ReportStorageAltered(scope, rel, "has other indexes");
 	if (rel->trigdesc != NULL)
-		ReportStorageAltered(scope, rel, "has triggers");
+	{
+		int			i;
+
+		/* the triggers that keep it local under logical replication only */
+		for (i = 0; i < rel->trigdesc->numtriggers; i++)
+			if (!FencingIsLocalStateTrigger(&rel->trigdesc->triggers[i]))
+				ReportStorageAltered(scope, rel, "has triggers");
+	}
 	if (rel->rd_rel->relrowsecurity)
 		ReportStorageAltered(scope, rel, "has row security");
 	if (rel->rd_rel->relkind != RELKIND_RELATION ||
@@ -628,9 +636,8 @@ InsertKeyRow(ScopeStorage *scope, Relation rel, Relation idx, ScanKey skey,
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("could not serialize access due to concurrent update"),
-					 errdetail("Another transaction wrote the first fence of scope \"%s\" key %s.",
-							   scope->scope_name,
-							   ScopeKeyToText(scope, key, nulls))));
+					 errdetail("Another transaction wrote the first fence of this key of scope \"%s\".",
+							   scope->scope_name)));
 		return SCOPE_ROW_RETRY;
 	}
 
@@ -681,8 +688,8 @@ SettleKeyRow(ScopeStorage *scope, Datum *key, bool *nulls, uint32 hash,
 		ItemPointerData tid;
 
 		if (attempt >= 1000)
-			elog(ERROR, "could not settle the fence of scope \"%s\" key %s",
-				 scope->scope_name, ScopeKeyToText(scope, key, nulls));
+			elog(ERROR, "could not settle a fence of scope \"%s\"",
+				 scope->scope_name);
 		CHECK_FOR_INTERRUPTS();
 
 		/*

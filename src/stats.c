@@ -31,6 +31,18 @@
  * and only ever holds another entry, so even a pointer used too late
  * could miscount, never crash.
  *
+ * Dropped databases.  DROP DATABASE frees every entry of the database
+ * (its tables', its lease counters, its memory of grant ends) when it
+ * commits: an object access hook sees the drop in the backend that runs
+ * it, which has the library loaded since it is preloaded.  No backend can
+ * hold a pointer to those entries: nobody is connected to a database
+ * being dropped.  Counters loaded from the file at start may still name a
+ * database that was dropped while the server ran without the preload (the
+ * file stays until a start with the preload loads it): the first backend
+ * that touches the counters after such a start frees the entries of every
+ * database that no longer exists.  So the entries of a dropped database
+ * neither take room that new tables need nor come back after a restart.
+ *
  * When the hash is full, a new relation's writes are counted in one
  * cluster-wide overflow entry, shown in fencing.stats as the row whose
  * relid is NULL (in every database), and the first overflow is logged
@@ -77,7 +89,9 @@
 
 #include "access/xact.h"
 #include "access/xlog_internal.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_control.h"
+#include "catalog/pg_database.h"
 #include "common/hashfn.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -95,6 +109,7 @@
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
 #include "fencing.h"
@@ -166,6 +181,8 @@ typedef struct FencingStatsShared
 	pg_atomic_flag overflow_logged; /* set once the table hash was full */
 	pg_atomic_flag lease_overflow_logged;	/* ... the database hash */
 	pg_atomic_flag ends_full_logged;	/* ... the lease-name hash */
+	pg_atomic_uint32 sweep_pending; /* 1: loaded entries may name dropped
+									 * databases; the next backend frees them */
 	FencingTableStats overflow; /* writes of relations that did not fit */
 	pg_atomic_uint64 idem[FENCING_IDEM_NCOUNTERS];
 	FencingLeaseStats lease_overflow;	/* databases that did not fit */
@@ -187,11 +204,13 @@ static FencingLeaseStats *my_lease_stats = NULL;
 
 /*
  * Tables whose counters this transaction will free at commit: dropped or
- * unprotected, with the (sub)transaction level that did it.  Allocated in
- * TopTransactionContext.
+ * unprotected, with the (sub)transaction level that did it; or, with
+ * relid InvalidOid, a database being dropped, all of whose entries go.
+ * Allocated in TopTransactionContext.
  */
 typedef struct PendingForget
 {
+	Oid			dbid;
 	Oid			relid;
 	int			nestlevel;
 	struct PendingForget *next;
@@ -203,11 +222,16 @@ static PendingForget *pending_forgets = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 #endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 static Size FencingStatsShmemSize(void);
 static void FencingStatsShmemRequest(void);
 static void FencingStatsShmemStartup(void);
 static void FencingStatsShmemShutdown(int code, Datum arg);
+static void StatsObjectAccess(ObjectAccessType access, Oid classId,
+							  Oid objectId, int subId, void *arg);
+static void ForgetDatabaseEntries(Oid dbid);
+static void SweepDroppedDatabases(void);
 static void StatsXactCallback(XactEvent event, void *arg);
 static void StatsSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 								 SubTransactionId parentSubid, void *arg);
@@ -285,6 +309,10 @@ FencingStatsInit(void)
 	/* freeing the entries of dropped and unprotected tables at commit */
 	RegisterXactCallback(StatsXactCallback, NULL);
 	RegisterSubXactCallback(StatsSubXactCallback, NULL);
+
+	/* ... and those of dropped databases */
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = StatsObjectAccess;
 }
 
 /* Bytes of shared memory needed for the three hashes. */
@@ -345,6 +373,7 @@ FencingStatsShmemStartup(void)
 	if (!found)
 	{
 		fstate->lock = &(GetNamedLWLockTranche(FENCING_STATS_TRANCHE))->lock;
+		pg_atomic_init_u32(&fstate->sweep_pending, 0);
 		pg_atomic_init_flag(&fstate->overflow_logged);
 		pg_atomic_init_flag(&fstate->lease_overflow_logged);
 		pg_atomic_init_flag(&fstate->ends_full_logged);
@@ -450,6 +479,7 @@ FencingStatsGetEntry(Oid relid)
 
 	if (fstate == NULL || fhash == NULL)
 		return NULL;
+	SweepDroppedDatabases();
 
 	key.dbid = MyDatabaseId;
 	key.relid = relid;
@@ -519,6 +549,7 @@ FencingStatsForget(Oid relid)
 	if (fstate == NULL)
 		return;
 	p = MemoryContextAlloc(TopTransactionContext, sizeof(PendingForget));
+	p->dbid = MyDatabaseId;
 	p->relid = relid;
 	p->nestlevel = GetCurrentTransactionNestLevel();
 	p->next = pending_forgets;
@@ -552,7 +583,12 @@ StatsXactCallback(XactEvent event, void *arg)
 				{
 					FencingStatsKey key;
 
-					key.dbid = MyDatabaseId;
+					if (!OidIsValid(p->relid))
+					{
+						ForgetDatabaseEntries(p->dbid);
+						continue;
+					}
+					key.dbid = p->dbid;
 					key.relid = p->relid;
 					(void) hash_search(fhash, &key, HASH_REMOVE, NULL);
 				}
@@ -604,6 +640,113 @@ StatsSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
+ * The object access hook: DROP DATABASE frees the database's entries when
+ * it commits (dropdb() calls the hook before its last checks, which may
+ * still fail).  DROP DATABASE runs in a transaction of its own, never in
+ * a subtransaction.
+ */
+static void
+StatsObjectAccess(ObjectAccessType access, Oid classId, Oid objectId,
+				  int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+
+	if (access == OAT_DROP && classId == DatabaseRelationId && fstate != NULL)
+	{
+		PendingForget *p;
+
+		p = MemoryContextAlloc(TopTransactionContext, sizeof(PendingForget));
+		p->dbid = objectId;
+		p->relid = InvalidOid;
+		p->nestlevel = GetCurrentTransactionNestLevel();
+		p->next = pending_forgets;
+		pending_forgets = p;
+	}
+}
+
+/*
+ * Remove every entry of database dbid: its tables' counters, its lease
+ * counters and its memory of grant ends.  The caller holds the lock
+ * exclusively.  (dynahash allows removing the element just returned by a
+ * sequential scan.)
+ */
+static void
+ForgetDatabaseEntries(Oid dbid)
+{
+	HASH_SEQ_STATUS hash_seq;
+	FencingTableStats *entry;
+	FencingLeaseEnd *end;
+
+	hash_seq_init(&hash_seq, fhash);
+	while ((entry = hash_seq_search(&hash_seq)) != NULL)
+		if (entry->key.dbid == dbid)
+			(void) hash_search(fhash, &entry->key, HASH_REMOVE, NULL);
+	(void) hash_search(lhash, &dbid, HASH_REMOVE, NULL);
+	hash_seq_init(&hash_seq, ehash);
+	while ((end = hash_seq_search(&hash_seq)) != NULL)
+		if (end->key.dbid == dbid)
+			(void) hash_search(ehash, &end->key, HASH_REMOVE, NULL);
+}
+
+/*
+ * Once after a start that loaded counters from the file: free the entries
+ * of every database that no longer exists (dropped while the server ran
+ * without the preload, so that no hook saw it).  Runs in the first
+ * backend that touches the counters inside a transaction; pg_database is
+ * a shared catalog, readable from any database.
+ */
+static void
+SweepDroppedDatabases(void)
+{
+	HASH_SEQ_STATUS hash_seq;
+	FencingTableStats *entry;
+	FencingLeaseStats *lentry;
+	FencingLeaseEnd *end;
+	Oid		   *dbids;
+	int			ndbids = 0;
+	int			capacity;
+	int			i;
+
+	if (pg_atomic_read_u32(&fstate->sweep_pending) == 0 ||
+		!IsTransactionState() ||
+		pg_atomic_exchange_u32(&fstate->sweep_pending, 0) == 0)
+		return;
+
+	/* the databases named, under the lock; looked up without it */
+	LWLockAcquire(fstate->lock, LW_SHARED);
+	capacity = hash_get_num_entries(fhash) + hash_get_num_entries(lhash) +
+		hash_get_num_entries(ehash) + 1;
+	dbids = palloc(sizeof(Oid) * capacity);
+	hash_seq_init(&hash_seq, fhash);
+	while ((entry = hash_seq_search(&hash_seq)) != NULL)
+		dbids[ndbids++] = entry->key.dbid;
+	hash_seq_init(&hash_seq, lhash);
+	while ((lentry = hash_seq_search(&hash_seq)) != NULL)
+		dbids[ndbids++] = lentry->dbid;
+	hash_seq_init(&hash_seq, ehash);
+	while ((end = hash_seq_search(&hash_seq)) != NULL)
+		dbids[ndbids++] = end->key.dbid;
+	LWLockRelease(fstate->lock);
+
+	for (i = 0; i < ndbids; i++)
+	{
+		int			j;
+		bool		seen = false;
+
+		for (j = 0; j < i && !seen; j++)
+			seen = dbids[j] == dbids[i];
+		if (seen || dbids[i] == MyDatabaseId ||
+			SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbids[i])))
+			continue;
+		LWLockAcquire(fstate->lock, LW_EXCLUSIVE);
+		ForgetDatabaseEntries(dbids[i]);
+		LWLockRelease(fstate->lock);
+	}
+	pfree(dbids);
+}
+
+/*
  * The lease counters of the current database, found or created once per
  * backend; the overflow entry when the hash is full.  NULL without the
  * preload.  Entries are never removed, so the pointer stays valid.
@@ -619,6 +762,7 @@ LeaseStatsEntry(void)
 		return NULL;
 	if (my_lease_stats != NULL)
 		return my_lease_stats;
+	SweepDroppedDatabases();
 
 	LWLockAcquire(fstate->lock, LW_EXCLUSIVE);
 	entry = (FencingLeaseStats *) hash_search(lhash, &dbid, HASH_FIND, NULL);
@@ -835,6 +979,7 @@ fencing_stats_internal(PG_FUNCTION_ARGS)
 	bool		overflowed = false;
 
 	CheckStatsAvailable();
+	SweepDroppedDatabases();
 	tupstore = BeginMaterializedSRF(fcinfo, &tupdesc);
 
 	/*
@@ -1422,6 +1567,10 @@ LoadStatsFile(void)
 			end->ended = ended;
 	}
 	Assert(r.p == r.end - sizeof(uint32));
+
+	/* some may belong to databases dropped meanwhile: see the head */
+	if (ntables > 0 || ndbs > 0 || nends > 0)
+		pg_atomic_write_u32(&fstate->sweep_pending, 1);
 
 done:
 	if (data != NULL)
