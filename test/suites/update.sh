@@ -2,15 +2,17 @@
 # test/suites/update.sh: ALTER EXTENSION fencing UPDATE, from every released
 # version to the newest, on a filled database, while writers write.
 #
-# For each released version V (every version of sql/fencing--*.sql but the
-# newest, that has a tag vV):
-#   1. V exactly as released (git archive vV: its library and scripts) is
-#      built into a private copy of the server, a cluster started on it
-#      (no shared_preload_libraries, so each backend loads the library
-#      file it finds when it first needs it) and CREATE EXTENSION fencing
-#      gives V; test/upgrade/fill.sql fills it (row, key and table scopes,
-#      a partitioned table, a shared scope name, idempotency keys in every
-#      state, leases live and expired, planner statistics).
+# For each released version V (test/releases: the version and the commit
+# that released it; every version of sql/fencing--*.sql but the newest
+# must be there):
+#   1. V exactly as released (git archive of its commit: its library and
+#      scripts) is built into a private copy of the server, a cluster
+#      started on it (no shared_preload_libraries, so each backend loads
+#      the library file it finds when it first needs it) and CREATE
+#      EXTENSION fencing gives V; test/upgrade/fill.sql fills it (row,
+#      key and table scopes, a partitioned table, a shared scope name,
+#      idempotency keys in every state, leases live and expired, planner
+#      statistics).
 #   2. Writers start (test/upgrade/writers.sql): two fresh writers and a
 #      stale one in long-lived sessions (they keep V's library to the end),
 #      and a watcher of the fences.
@@ -67,15 +69,55 @@ trap stop_all EXIT
 newest=$(fencing_newest_version)
 versions=$(fencing_versions)
 released=
+for v in $(fencing_releases | awk '{ print $1 }'); do
+    [ "$v" = "$newest" ] || released="$released $v"
+done
+echo "# PostgreSQL $FENCING_PGVER; versions: $(echo $versions); newest: $newest; released (test/releases): $(echo $released)"
+
+# The record of releases first: every version older than the newest is a
+# release whose commit this clone has, and every release has its scripts
+# here.  Nothing to update from is a failure, never a skip: the suite has
+# something to test as soon as sql/ holds an older version.
 for v in $versions; do
     [ "$v" = "$newest" ] && continue
-    git -C "$FENCING_ROOT" rev-parse -q --verify "refs/tags/v$v" >/dev/null && released="$released $v"
+    case " $released " in
+    *" $v "*) ;;
+    *) tap_ok 1 "version $v (sql/fencing--$v*.sql) is recorded in test/releases" ;;
+    esac
 done
-echo "# PostgreSQL $FENCING_PGVER; versions: $(echo $versions); newest: $newest; released: $(echo $released)"
+for v in $released; do
+    case " $(echo $versions) " in
+    *" $v "*) ;;
+    *) tap_ok 1 "release $v (test/releases) still has its scripts in sql/" ;;
+    esac
+    fencing_release_source "$v" "$FENCING_WORK/release-$v" 2>"$FENCING_WORK/source.err"
+    tap_ok $? "release $v: commit $(fencing_release_commit "$v" | cut -c1-12) is in this clone and its fencing.control says $v"
+    [ -s "$FENCING_WORK/source.err" ] && tap_diag "$(cat "$FENCING_WORK/source.err")"
+done
 if [ -z "$released" ]; then
-    echo "1..0 # SKIP no released version (no tag v<version> for the scripts in sql/)"
-    exit 0
+    tap_ok 1 "a released version to update from (test/releases lists none older than $newest)"
+    tap_done
+    exit 1
 fi
+
+# Wait until the boolean SQL expression $2 holds in database $1: it is
+# asked every 0.2 s, for at most FENCING_UPDATE_WAIT seconds (600), so a
+# slow machine only makes the suite slower.  $3 describes the condition: a
+# TAP line says whether it came.  Every later check that counts what the
+# writers did at a given moment is made true by such a wait, never by a
+# fixed sleep.
+wait_until() {
+    local db=$1 cond=$2 what=$3 i t0=$SECONDS
+    for i in $(seq 1 $((${FENCING_UPDATE_WAIT:-600} * 5))); do
+        if [ "$(fencing_sql "$db" "SELECT ($cond)" 2>/dev/null)" = t ]; then
+            tap_ok 0 "$what ($((SECONDS - t0)) s)"
+            return 0
+        fi
+        sleep 0.2
+    done
+    tap_ok 1 "$what (not within ${FENCING_UPDATE_WAIT:-600} s)"
+    return 1
+}
 
 psql_bg() {     # db sql logfile: a background session
     fencing_as_postgres "$FENCING_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d "$1" -c "$2" >"$3" 2>&1 &
@@ -125,7 +167,14 @@ update_with_writers() {
     local v=$1 inst=$FENCING_WORK/inst-$v own_lib=yes
     local db=fencing_regress st
     FENCING_BINDIR=$(fencing_pg_copy "$inst")
-    if ! fencing_build_release "$v" "$inst"; then
+    fencing_build_release "$v" "$inst" 2>"$FENCING_WORK/source.err"
+    st=$?
+    if [ $st -eq 2 ]; then
+        tap_ok 1 "release $v's source (test/releases)"
+        tap_diag "$(cat "$FENCING_WORK/source.err")"
+        return
+    fi
+    if [ $st -ne 0 ]; then
         if [ "$FENCING_PGVER" = 15 ]; then
             tap_ok 1 "release $v builds on PostgreSQL $FENCING_PGVER"
             tap_diag "$(tail -20 "$FENCING_WORK/build.log")"
