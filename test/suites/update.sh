@@ -20,7 +20,9 @@
 #      does; a third writer then comes back in a new session every second
 #      (each loads the new library, at first on V's objects).
 #   4. ALTER EXTENSION fencing UPDATE runs while all of them write; a
-#      fourth writer starts after it.
+#      fourth writer starts after it.  Each step waits until the writers
+#      have written what the checks below count (wait_until: the database
+#      is asked, never a fixed sleep), so a slow machine cannot fail them.
 #   5. Checks: no stale write accepted before, during or after (every
 #      attempt refused with SF001), no fresh write failed, no fence lowered
 #      (the watcher's record), every acknowledged write kept and every
@@ -224,26 +226,35 @@ update_with_writers() {
     # 2. writers on v's library
     local wlog=$FENCING_WORK/writers
     mkdir -p "$wlog" && chown postgres: "$wlog"
-    psql_bg "$db" "CALL app.watcher(120)" "$wlog/watcher.log"
-    psql_bg "$db" "CALL app.fresh(1, 120)" "$wlog/fresh1.log"
-    psql_bg "$db" "CALL app.fresh(2, 120)" "$wlog/fresh2.log"
-    psql_bg "$db" "CALL app.stale(120)" "$wlog/stale.log"
-    sleep 3
+    # (each runs until app.control.stop; the hour is only a backstop)
+    psql_bg "$db" "CALL app.watcher(3600)" "$wlog/watcher.log"
+    psql_bg "$db" "CALL app.fresh(1, 3600)" "$wlog/fresh1.log"
+    psql_bg "$db" "CALL app.fresh(2, 3600)" "$wlog/fresh2.log"
+    psql_bg "$db" "CALL app.stale(3600)" "$wlog/stale.log"
+    wait_until "$db" "(SELECT count(*) FROM app.acked WHERE writer = 1) >= 20
+                  AND (SELECT count(*) FROM app.acked WHERE writer = 2) >= 20
+                  AND (SELECT count(*) FROM app.stale WHERE writer = 0 AND what LIKE '% equal') >= 2
+                  AND (SELECT count(DISTINCT at) FROM app.watch) >= 5" \
+        "writers 1 and 2 and stale writer 0 write on $v's library (20 writes each, 2 stale attempts on their tokens), the watcher looks" \
+        || { fencing_sql "$db" "UPDATE app.control SET stop = true"; wait; fencing_cluster_stop "$PGDATA"; return; }
 
     # 3. the package upgrade: the new files over the old ones
     fencing_sql "$db" "INSERT INTO app.watch (what) VALUES ('files replaced')"
     fencing_install_files "$new_inst" "$inst"
     # writer 3 and stale writer 1 come back in a new session (the new
     # library) every second
-    ( for _ in $(seq 1 40); do
+    ( while :; do
           fencing_as_postgres "$FENCING_BINDIR/psql" -X -q -d "$db" -c "CALL app.fresh(3, 1)" >>"$wlog/fresh3.log" 2>&1
           [ "$(fencing_sql "$db" "SELECT stop FROM app.control")" = t ] && break
       done ) &
-    ( for _ in $(seq 1 40); do
+    ( while :; do
           fencing_as_postgres "$FENCING_BINDIR/psql" -X -q -d "$db" -c "CALL app.stale(1, 1)" >>"$wlog/stale1.log" 2>&1
           [ "$(fencing_sql "$db" "SELECT stop FROM app.control")" = t ] && break
       done ) &
-    sleep 3
+    wait_until "$db" "(SELECT count(*) FROM app.acked WHERE writer = 3) >= 5
+                  AND (SELECT count(*) FROM app.stale WHERE writer = 1) >= 1" \
+        "writer 3 and stale writer 1 write in new sessions (the new library) before the update" \
+        || { fencing_sql "$db" "UPDATE app.control SET stop = true"; wait; fencing_cluster_stop "$PGDATA"; return; }
 
     # 4. the update, while they write (a deadlock with a writer is retried)
     local t0 t1 tries=0 st
@@ -262,8 +273,12 @@ update_with_writers() {
     [ $st -ne 0 ] && tap_diag "$(cat "$FENCING_WORK/alter.log")"
     tap_ok "$([ "$(fencing_sql "$db" "SELECT extversion FROM pg_extension WHERE extname = 'fencing'")" = "$newest" ]; echo $?)" \
         "the extension is at $newest"
-    psql_bg "$db" "CALL app.fresh(4, 120)" "$wlog/fresh4.log"
-    sleep 4
+    psql_bg "$db" "CALL app.fresh(4, 3600)" "$wlog/fresh4.log"
+    wait_until "$db" "(SELECT count(*) FROM app.acked WHERE writer = 4) >= 20
+                  AND (SELECT count(*) FROM app.acked WHERE writer = 3 AND at > '$t1') >= 5
+                  AND (SELECT count(*) FROM app.stale WHERE writer = 1 AND at > '$t1') >= 1
+                  AND (SELECT count(DISTINCT at) FROM app.watch WHERE at > '$t1') >= 6" \
+        "after the update: writers 3 and 4 write (5 and 20 writes), stale writer 1 tries, the watcher looks"
     fencing_sql "$db" "UPDATE app.control SET stop = true"
     wait
     for f in "$wlog"/*.log; do
