@@ -18,6 +18,11 @@
 #                                initdb + start a throwaway cluster as the
 #                                postgres OS user; sets PGHOST, PGPORT, PGDATA
 #   fencing_cleanup              stop every cluster started, remove the work dir
+#   fencing_regress KIND OUTDIR [make VAR=value...]
+#                                the regression tests of KIND (regress or
+#                                isolation) through `make installcheck`, as
+#                                the postgres OS user, against the server at
+#                                PGHOST/PGPORT; prints TAP
 #
 # The private installation is how "make check" works in PostgreSQL itself:
 # the system's PostgreSQL is copied, the extension installed into the copy,
@@ -241,4 +246,53 @@ fencing_cleanup() {
     if [ -n "${FENCING_WORK:-}" ] && [ -z "${FENCING_KEEP:-}" ]; then
         rm -rf "$FENCING_WORK"
     fi
+}
+
+# The one way the harness runs pg_regress: the tree's own PGXS target,
+# `make installcheck`, in the copy $FENCING_SRC (readable by the postgres OS
+# user), as the postgres OS user, against the server at PGHOST/PGPORT
+# (which must preload fencing: the target checks).  KIND is regress (the
+# Makefile's REGRESS) or isolation (its ISOLATION); OUTDIR receives
+# pg_regress's results and diffs, and OUTDIR.log what make printed.
+# Further arguments are make variables (CONTRIB_TESTDB=db,
+# EXTRA_REGRESS_OPTS=--use-existing, REGRESS="a b" for a subset).
+# Prints TAP: one line per test, in order, whatever the server version's
+# pg_regress prints (15: "test NAME ... ok", 16 and later: TAP of its own),
+# then the diffs as diagnostics; a pg_regress that fails without a failing
+# test is a failing line of its own.  No plan line: the caller counts, or
+# prints it.  Returns non-zero when anything failed or nothing ran.
+fencing_regress() {
+    local kind=$1 out=$2 st n bad a extra vars=()
+    extra="--outputdir=$out"
+    shift 2
+    for a in "$@"; do
+        case $a in
+        EXTRA_REGRESS_OPTS=*) extra="$extra ${a#*=}" ;;
+        *) vars+=("$a") ;;
+        esac
+    done
+    case $kind in
+    regress) vars=(ISOLATION= "${vars[@]}") ;;
+    isolation) vars=(REGRESS= "${vars[@]}") ;;
+    *) fencing_die "fencing_regress: unknown kind $kind (regress or isolation)" ;;
+    esac
+    rm -rf "$out" && mkdir -p "$out" && chown postgres: "$out"
+    fencing_as_postgres make -C "$FENCING_SRC" --no-print-directory installcheck \
+        PG_CONFIG="$PG_CONFIG" EXTRA_REGRESS_OPTS="$extra" "${vars[@]}" >"$out.log" 2>&1
+    st=$?
+    sed -nE -e 's/^(test)? +([^ ]+) +\.\.\. +ok( .*)?$/ok - \2/p' \
+        -e 's/^(test)? +([^ ]+) +\.\.\. +(FAILED|failed|ignored).*$/not ok - \2/p' \
+        -e 's/^ok [0-9]+ +- +([^ ]+).*$/ok - \1/p' \
+        -e 's/^not ok [0-9]+ +- +([^ ]+).*$/not ok - \1/p' "$out.log" \
+        | awk '{ sub(/ - /, " " NR " - '"$kind"'/"); print }' >"$out/tests.tap"
+    n=$(wc -l <"$out/tests.tap")
+    bad=$(grep -c '^not ok' "$out/tests.tap")
+    cat "$out/tests.tap"
+    if [ "$st" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        n=$((n + 1))
+        echo "not ok $n - $kind: make installcheck exited $st without a failing test (see $out.log)"
+        sed 's/^/# /' "$out.log" | tail -20
+    fi
+    [ -f "$out/regression.diffs" ] && head -200 "$out/regression.diffs" | sed 's/^/# /'
+    [ "$st" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$n" -gt 0 ]
 }

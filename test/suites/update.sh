@@ -382,24 +382,15 @@ update_with_writers() {
         END LOOP; END \$\$"
     echo "shared_preload_libraries = 'fencing'" >>"$PGDATA/postgresql.conf"
     fencing_as_postgres "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -m fast -w restart -l "$PGHOST/server.log" >/dev/null
-    local pgxs_dir src=$FENCING_WORK/regress-src
-    pgxs_dir=$(dirname "$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")")
-    rm -rf "$src" && mkdir -p "$src/out" && cp -a "$FENCING_ROOT/sql" "$FENCING_ROOT/expected" "$src/" && chown -R postgres: "$src"
-    fencing_as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
-        --bindir="$FENCING_BINDIR" --inputdir="$src" --outputdir="$src/out" \
-        --host="$PGHOST" --port="$PGPORT" --user=postgres --use-existing \
-        --dbname="$db" --load-extension=fencing \
-        $(make -s -C "$FENCING_ROOT" print-regress PG_CONFIG="$PG_CONFIG") >"$FENCING_WORK/regress.log" 2>&1
-    st=$?
     local nok nbad
-    nok=$(grep -cE '^(test| ) .* \.\.\. ok|^ok [0-9]+' "$FENCING_WORK/regress.log")
-    nbad=$(grep -cE '\.\.\. FAILED|\.\.\. failed|^not ok [0-9]+' "$FENCING_WORK/regress.log")
+    fencing_regress regress "$FENCING_WORK/regress-$v" CONTRIB_TESTDB="$db" \
+        EXTRA_REGRESS_OPTS=--use-existing >"$FENCING_WORK/regress-$v.tap"
+    st=$?
+    nok=$(grep -c '^ok ' "$FENCING_WORK/regress-$v.tap")
+    nbad=$(grep -c '^not ok ' "$FENCING_WORK/regress-$v.tap")
     tap_ok "$([ $st -eq 0 ] && [ "$nbad" -eq 0 ] && [ "$nok" -gt 0 ]; echo $?)" \
         "the pg_regress suite against the database updated from $v: $nok passed, $nbad failed"
-    if [ $st -ne 0 ]; then
-        tap_diag "$(grep -E 'FAILED|failed|not ok' "$FENCING_WORK/regress.log")"
-        [ -f "$src/out/regression.diffs" ] && tap_diag "$(head -60 "$src/out/regression.diffs")"
-    fi
+    [ $st -ne 0 ] && tap_diag "$(grep -v '^ok ' "$FENCING_WORK/regress-$v.tap" | sed 's/^# //' | head -80)"
     fencing_cluster_stop "$PGDATA"
 }
 
