@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# test/suites/citus.sh: the guard on Citus distributed and reference tables
-# (SPEC section 10), on a coordinator and two workers (a third joins later)
-# on this machine.
+# test/suites/citus.sh: the guard on Citus distributed and reference
+# tables, on a coordinator and two workers (a third joins later) on this
+# machine.
 #
 # Needs FENCING_CITUS_SRC: Citus source tarballs (citus-X.Y.Z.tar.gz, or
 # directories holding them; .ci/run passes the vendor directory's).  The one

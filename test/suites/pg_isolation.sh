@@ -2,8 +2,8 @@
 # test/suites/pg_isolation.sh: PostgreSQL's own isolation specs for ALTER
 # TABLE, triggers and partitions, run against a server where the fencing
 # extension is created in the test database, must produce PostgreSQL's
-# expected output (issue 10, point 6: the DDL guard changes no lock level
-# for tables nobody protected).
+# expected output: the DDL guard changes no lock level for tables nobody
+# protected.
 #
 # The specs come from Debian's source package of the server version under
 # test (apt-get source, with a deb-src entry of its own that is removed

@@ -15,7 +15,7 @@
 # token refused with SF001, the next one accepted), a token-less write
 # refused, idempotency keys replaying their results, and the first lease
 # granted afterwards beating every token granted before; here also its
-# epoch above the epoch of every token granted before (SPEC section 7).
+# epoch above the epoch of every token granted before.
 #
 # Baseline first: pg_upgrade from 15 to 18 of a one-table database without
 # the extension.  Debian's 15.20 stores a column option (pg_attver) that
