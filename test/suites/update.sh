@@ -218,6 +218,11 @@ update_with_writers() {
         fencing_cluster_stop "$PGDATA"
         return
     fi
+    # what the waits below count: a writer's writes, acknowledged or
+    # failed (a failure is for the checks to report, not to wait for)
+    fencing_sql "$db" "CREATE FUNCTION app.tries(w int, since timestamptz DEFAULT '-infinity') RETURNS bigint
+        LANGUAGE sql AS \$\$ SELECT (SELECT count(*) FROM app.acked WHERE writer = w AND at > since)
+                             + (SELECT count(*) FROM app.failed WHERE writer = w AND at > since) \$\$"
     # the state of the extension's own tables, to compare after the update
     local before
     before=$(fencing_sql "$db" "SELECT count(*) FROM fencing.protected" "SELECT count(*) FROM fencing.scopes" \
@@ -231,8 +236,7 @@ update_with_writers() {
     psql_bg "$db" "CALL app.fresh(1, 3600)" "$wlog/fresh1.log"
     psql_bg "$db" "CALL app.fresh(2, 3600)" "$wlog/fresh2.log"
     psql_bg "$db" "CALL app.stale(3600)" "$wlog/stale.log"
-    wait_until "$db" "(SELECT count(*) FROM app.acked WHERE writer = 1) >= 20
-                  AND (SELECT count(*) FROM app.acked WHERE writer = 2) >= 20
+    wait_until "$db" "app.tries(1) >= 20 AND app.tries(2) >= 20
                   AND (SELECT count(*) FROM app.stale WHERE writer = 0 AND what LIKE '% equal') >= 2
                   AND (SELECT count(DISTINCT at) FROM app.watch) >= 5" \
         "writers 1 and 2 and stale writer 0 write on $v's library (20 writes each, 2 stale attempts on their tokens), the watcher looks" \
@@ -251,9 +255,8 @@ update_with_writers() {
           fencing_as_postgres "$FENCING_BINDIR/psql" -X -q -d "$db" -c "CALL app.stale(1, 1)" >>"$wlog/stale1.log" 2>&1
           [ "$(fencing_sql "$db" "SELECT stop FROM app.control")" = t ] && break
       done ) &
-    wait_until "$db" "(SELECT count(*) FROM app.acked WHERE writer = 3) >= 5
-                  AND (SELECT count(*) FROM app.stale WHERE writer = 1) >= 1" \
-        "writer 3 and stale writer 1 write in new sessions (the new library) before the update" \
+    wait_until "$db" "app.tries(3) >= 5 AND (SELECT count(*) FROM app.stale WHERE writer = 1) >= 1" \
+        "writer 3 and stale writer 1 try in new sessions (the new library) before the update" \
         || { fencing_sql "$db" "UPDATE app.control SET stop = true"; wait; fencing_cluster_stop "$PGDATA"; return; }
 
     # 4. the update, while they write (a deadlock with a writer is retried)
@@ -274,8 +277,7 @@ update_with_writers() {
     tap_ok "$([ "$(fencing_sql "$db" "SELECT extversion FROM pg_extension WHERE extname = 'fencing'")" = "$newest" ]; echo $?)" \
         "the extension is at $newest"
     psql_bg "$db" "CALL app.fresh(4, 3600)" "$wlog/fresh4.log"
-    wait_until "$db" "(SELECT count(*) FROM app.acked WHERE writer = 4) >= 20
-                  AND (SELECT count(*) FROM app.acked WHERE writer = 3 AND at > '$t1') >= 5
+    wait_until "$db" "app.tries(4) >= 20 AND app.tries(3, '$t1') >= 5
                   AND (SELECT count(*) FROM app.stale WHERE writer = 1 AND at > '$t1') >= 1
                   AND (SELECT count(DISTINCT at) FROM app.watch WHERE at > '$t1') >= 6" \
         "after the update: writers 3 and 4 write (5 and 20 writes), stale writer 1 tries, the watcher looks"
