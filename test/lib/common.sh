@@ -90,7 +90,7 @@ fencing_apt_install() {
     [ "$(id -u)" -eq 0 ] || fencing_die "missing packages ($*); run as root to install them"
     export DEBIAN_FRONTEND=noninteractive
     local apt=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900)
-    "${apt[@]}" update -qq >/dev/null
+    fencing_apt_update >/dev/null
     # the server package must not start a system cluster we do not use
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
@@ -101,6 +101,22 @@ fencing_apt_install() {
     local st=$?
     [ -n "${_rc_made:-}" ] && rm -f /usr/sbin/policy-rc.d
     return $st
+}
+
+# apt-get update (with the given apt options), waiting up to 15 minutes
+# while another apt run holds the lists lock, which apt's lock timeouts do
+# not cover: on a shared machine a concurrent apt-get update is no failure.
+fencing_apt_update() {
+    local i out
+    for i in $(seq 1 180); do
+        out=$(apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900 "$@" update -qq 2>&1) && return 0
+        case $out in
+        *"Could not get lock"*|*"Unable to lock"*) sleep 5 ;;
+        *) break ;;
+        esac
+    done
+    printf '%s\n' "$out" >&2
+    return 1
 }
 
 # A world-readable scratch directory for this run (the repository may live

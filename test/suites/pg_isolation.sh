@@ -43,10 +43,10 @@ Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-    apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900 update -qq >/dev/null 2>&1
+    fencing_apt_update >/dev/null 2>&1
     (cd "$tmp" && apt-get source --download-only -qq "$srcpkg" >/dev/null 2>&1)
     rm -f "$list"
-    apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900 update -qq >/dev/null 2>&1
+    fencing_apt_update >/dev/null 2>&1
     orig=$(ls "$tmp"/"${srcpkg}"_*.orig.tar.* 2>/dev/null | head -1)
     [ -n "$orig" ] || { rm -rf "$tmp"; return 1; }
     version=$(basename "$orig" | sed -E "s/^${srcpkg}_([^.]+\.[^.]+)\.orig.*/\1/")
