@@ -160,7 +160,8 @@ q coord "CREATE EXTENSION fencing" >/dev/null || fencing_die "CREATE EXTENSION f
 fencing_log "Citus cluster up: coordinator ${PORT[coord]}, workers ${PORT[w1]} ${PORT[w2]} (w3 ${PORT[w3]} joins later)"
 
 ext=$(for node in coord w1 w2; do q $node "SELECT extversion FROM pg_extension WHERE extname = 'fencing'"; done | tr '\n' ' ')
-is "$ext" "1.1 1.1 1.1 " "CREATE EXTENSION fencing on the coordinator reaches every worker"
+v=$(sed -n "s/^default_version *= *'\\(.*\\)'.*/\\1/p" "$FENCING_ROOT/fencing.control")
+is "$ext" "$v $v $v " "CREATE EXTENSION fencing on the coordinator reaches every worker (at $v)"
 
 # --- a distributed table in row scope
 q coord "SET citus.shard_count = 4" \
