@@ -1,10 +1,16 @@
 # Makefile for the fencing extension (PGXS)
 #
-#   make                  build
-#   make install          install into the server found by pg_config
-#   make demo             the incident, with and without fencing (test/demo.sh)
-#   make test             every test suite on a throwaway cluster (test/check.sh)
-#   make installcheck     regression and isolation tests against a running server
+#   make                    build
+#   make install            install into the server found by pg_config
+#   make installcheck       regression and isolation tests against a running
+#                           server (PGHOST, PGPORT, PGUSER) that preloads fencing
+#   make check-temp         the same on temporary servers that pg_regress starts
+#                           with fencing preloaded (after make install; no server)
+#   make prove_installcheck the Perl TAP tests (test/t/*.pl; each starts its
+#                           own servers; after make install)
+#   make demo               the incident, with and without fencing (test/demo.sh)
+#   make test               every test suite on throwaway clusters, as root
+#                           (test/check.sh; see test/README.md)
 
 EXTENSION = fencing
 MODULE_big = fencing
@@ -82,7 +88,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# --- packaging (issue 12): release archive, installcheck's preload -----------
+# --- packaging: release archive, installcheck's preload ---------------------
 # make dist: fencing-<META.json version>.zip of the committed tree (git
 # archive of HEAD, so nothing generated), for PGXN; DISTDIR says where.
 # installcheck runs the statistics tests, which need the library preloaded:
@@ -106,6 +112,44 @@ fencing-preload-check:
 	echo "the statistics tests need shared_preload_libraries = 'fencing' (see README.md, Install)" >&2; \
 	exit 1;; esac
 # --- end of packaging block --------------------------------------------------
+
+# --- test targets: see test/README.md -----------------------------------------
+# check-temp: the regression and isolation tests, each on a temporary
+# instance that pg_regress initdbs, starts with test/temp-instance.conf
+# (shared_preload_libraries = 'fencing') and removes.  PGXS keeps `make
+# check` for the source tree of PostgreSQL itself; this is the same for an
+# extension installed with `make install`.
+# prove_installcheck: the Perl TAP tests through PGXS's prove_installcheck
+# (PostgreSQL::Test::Cluster from the pgxs directory; IPC::Run needed), with
+# test/perl on the include path; PROVE_TESTS picks files, PROVE_FLAGS adds
+# prove's options (-v).
+# The test files hold UTF-8 text: pg_regress creates its databases in
+# UTF8 (installcheck too), and check-temp's servers in the C locale, so
+# that no setting of the caller's environment changes an output.
+TEMP_CONFIG ?= $(srcdir)/test/temp-instance.conf
+PROVE_TESTS ?= test/t/*.pl
+ENCODING = UTF8
+
+.PHONY: check-temp prove_installcheck
+
+check-temp:
+ifdef REGRESS
+	$(top_builddir)/src/test/regress/pg_regress --temp-instance=./tmp_check \
+		--temp-config='$(TEMP_CONFIG)' --inputdir=$(srcdir) --bindir='$(bindir)' \
+		$(pg_regress_locale_flags) --no-locale $(EXTRA_REGRESS_OPTS) $(REGRESS_OPTS) $(REGRESS)
+endif
+ifdef ISOLATION
+	$(top_builddir)/src/test/isolation/pg_isolation_regress --temp-instance=./tmp_check_iso \
+		--temp-config='$(TEMP_CONFIG)' --inputdir=$(srcdir) --outputdir=output_iso \
+		--bindir='$(bindir)' $(pg_regress_locale_flags) --no-locale $(EXTRA_REGRESS_OPTS) \
+		$(ISOLATION_OPTS) $(ISOLATION)
+endif
+
+prove_installcheck: PG_PROVE_FLAGS += -I $(srcdir)/test/perl
+prove_installcheck:
+	@perl -MIPC::Run -e 1 2>/dev/null || { \
+	echo "error: the TAP tests need the Perl module IPC::Run (Debian: libipc-run-perl)" >&2; exit 1; }
+	$(prove_installcheck)
 
 .PHONY: demo test print-regress print-isolation
 

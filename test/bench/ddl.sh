@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/bench/ddl.sh: what the DDL guard costs DDL on tables nobody
-# protected (issue 10, point 6: target <= 1.05x).
+# protected (target <= 1.05x).
 #
 #   sudo bash test/bench/ddl.sh              5 rounds x 200 iterations per script
 #   sudo bash test/bench/ddl.sh --quick      1 round x 50 iterations
@@ -13,7 +13,7 @@
 # non-empty fencing.protected to consult.  Runs the same scripts
 # (scripts/ddl_mix.sql: CREATE/ALTER/DROP of temporary and partitioned
 # tables, ATTACH/DETACH, CREATE TRIGGER, DISABLE TRIGGER ALL, DROP COLUMN;
-# scripts/ddl_temp.sql: CREATE TEMP TABLE + DROP, the example of issue 10)
+# scripts/ddl_temp.sql: CREATE TEMP TABLE + DROP, the common case)
 # on both, alternating which goes first in each round, and reports the
 # ratio fenced/plain of the backend's CPU time and of the wall time per
 # iteration, per round and their medians.  Reports; never fails on timing.

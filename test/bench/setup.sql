@@ -55,10 +55,14 @@ CREATE TRIGGER bench_row_guard BEFORE UPDATE ON upd_plpgsql
     FOR EACH ROW EXECUTE FUNCTION bench_row_guard();
 
 -- The stale-token storm: a rejected write is caught, so that the pgbench
--- client goes on (pgbench 15 aborts a client on any other error).
+-- client goes on (pgbench 15 aborts a client on any other error).  Every
+-- attempt is counted in bench_stale_attempts first, so that run.sh can
+-- compare the guard's rejections with the attempts the database saw.
+CREATE SEQUENCE bench_stale_attempts;
 CREATE FUNCTION bench_try_update(p_id int, p_token fencing.fence) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM nextval('bench_stale_attempts');
     UPDATE upd_guard SET balance = balance + 1, fence = p_token WHERE id = p_id;
     RETURN true;
 EXCEPTION WHEN SQLSTATE 'SF001' THEN

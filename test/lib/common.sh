@@ -18,6 +18,11 @@
 #                                initdb + start a throwaway cluster as the
 #                                postgres OS user; sets PGHOST, PGPORT, PGDATA
 #   fencing_cleanup              stop every cluster started, remove the work dir
+#   fencing_regress KIND OUTDIR [make VAR=value...]
+#                                the regression tests of KIND (regress or
+#                                isolation) through `make installcheck`, as
+#                                the postgres OS user, against the server at
+#                                PGHOST/PGPORT; prints TAP
 #
 # The private installation is how "make check" works in PostgreSQL itself:
 # the system's PostgreSQL is copied, the extension installed into the copy,
@@ -85,7 +90,7 @@ fencing_apt_install() {
     [ "$(id -u)" -eq 0 ] || fencing_die "missing packages ($*); run as root to install them"
     export DEBIAN_FRONTEND=noninteractive
     local apt=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900)
-    "${apt[@]}" update -qq >/dev/null
+    fencing_apt_update >/dev/null
     # the server package must not start a system cluster we do not use
     if [ ! -e /usr/sbin/policy-rc.d ]; then
         printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
@@ -96,6 +101,22 @@ fencing_apt_install() {
     local st=$?
     [ -n "${_rc_made:-}" ] && rm -f /usr/sbin/policy-rc.d
     return $st
+}
+
+# apt-get update (with the given apt options), waiting up to 15 minutes
+# while another apt run holds the lists lock, which apt's lock timeouts do
+# not cover: on a shared machine a concurrent apt-get update is no failure.
+fencing_apt_update() {
+    local i out
+    for i in $(seq 1 180); do
+        out=$(apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900 "$@" update -qq 2>&1) && return 0
+        case $out in
+        *"Could not get lock"*|*"Unable to lock"*) sleep 5 ;;
+        *) break ;;
+        esac
+    done
+    printf '%s\n' "$out" >&2
+    return 1
 }
 
 # A world-readable scratch directory for this run (the repository may live
@@ -241,4 +262,53 @@ fencing_cleanup() {
     if [ -n "${FENCING_WORK:-}" ] && [ -z "${FENCING_KEEP:-}" ]; then
         rm -rf "$FENCING_WORK"
     fi
+}
+
+# The one way the harness runs pg_regress: the tree's own PGXS target,
+# `make installcheck`, in the copy $FENCING_SRC (readable by the postgres OS
+# user), as the postgres OS user, against the server at PGHOST/PGPORT
+# (which must preload fencing: the target checks).  KIND is regress (the
+# Makefile's REGRESS) or isolation (its ISOLATION); OUTDIR receives
+# pg_regress's results and diffs, and OUTDIR.log what make printed.
+# Further arguments are make variables (CONTRIB_TESTDB=db,
+# EXTRA_REGRESS_OPTS=--use-existing, REGRESS="a b" for a subset).
+# Prints TAP: one line per test, in order, whatever the server version's
+# pg_regress prints (15: "test NAME ... ok", 16 and later: TAP of its own),
+# then the diffs as diagnostics; a pg_regress that fails without a failing
+# test is a failing line of its own.  No plan line: the caller counts, or
+# prints it.  Returns non-zero when anything failed or nothing ran.
+fencing_regress() {
+    local kind=$1 out=$2 st n bad a extra vars=()
+    extra="--outputdir=$out"
+    shift 2
+    for a in "$@"; do
+        case $a in
+        EXTRA_REGRESS_OPTS=*) extra="$extra ${a#*=}" ;;
+        *) vars+=("$a") ;;
+        esac
+    done
+    case $kind in
+    regress) vars=(ISOLATION= "${vars[@]}") ;;
+    isolation) vars=(REGRESS= "${vars[@]}") ;;
+    *) fencing_die "fencing_regress: unknown kind $kind (regress or isolation)" ;;
+    esac
+    rm -rf "$out" && mkdir -p "$out" && chown postgres: "$out"
+    fencing_as_postgres make -C "$FENCING_SRC" --no-print-directory installcheck \
+        PG_CONFIG="$PG_CONFIG" EXTRA_REGRESS_OPTS="$extra" "${vars[@]}" >"$out.log" 2>&1
+    st=$?
+    sed -nE -e 's/^(test)? +([^ ]+) +\.\.\. +ok( .*)?$/ok - \2/p' \
+        -e 's/^(test)? +([^ ]+) +\.\.\. +(FAILED|failed|ignored).*$/not ok - \2/p' \
+        -e 's/^ok [0-9]+ +- +([^ ]+).*$/ok - \1/p' \
+        -e 's/^not ok [0-9]+ +- +([^ ]+).*$/not ok - \1/p' "$out.log" \
+        | awk '{ sub(/ - /, " " NR " - '"$kind"'/"); print }' >"$out/tests.tap"
+    n=$(wc -l <"$out/tests.tap")
+    bad=$(grep -c '^not ok' "$out/tests.tap")
+    cat "$out/tests.tap"
+    if [ "$st" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        n=$((n + 1))
+        echo "not ok $n - $kind: make installcheck exited $st without a failing test (see $out.log)"
+        sed 's/^/# /' "$out.log" | tail -20
+    fi
+    [ -f "$out/regression.diffs" ] && head -200 "$out/regression.diffs" | sed 's/^/# /'
+    [ "$st" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$n" -gt 0 ]
 }

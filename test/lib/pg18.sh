@@ -60,9 +60,8 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
     fi
-    apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900 \
-        -o Dir::Etc::sourcelist="$FENCING_PG18_SOURCES" -o Dir::Etc::sourceparts=- \
-        -o APT::Get::List-Cleanup=0 update -qq >/dev/null
+    fencing_apt_update -o Dir::Etc::sourcelist="$FENCING_PG18_SOURCES" -o Dir::Etc::sourceparts=- \
+        -o APT::Get::List-Cleanup=0 >/dev/null
 }
 
 # The upstream version of a Debian source package in the lists ("18.1").

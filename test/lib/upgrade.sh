@@ -14,8 +14,15 @@
 #   fencing_install_files FROM TO install the extension's files of copy FROM
 #                                 over those of copy TO, as a package upgrade
 #                                 does (new file, then rename)
+#   fencing_releases              the released versions, oldest first, one
+#                                 "VERSION COMMIT" a line (test/releases)
+#   fencing_release_commit V      the commit that released version V
+#   fencing_release_source V DIR  release V's tree (git archive of its
+#                                 commit) in DIR; fails, saying why, when
+#                                 the commit is not in this clone or its
+#                                 fencing.control is not at V
 #   fencing_build_release V INST  build and install the released version V
-#                                 (git archive vV) into the copy INST
+#                                 (its commit's tree) into the copy INST
 #   fencing_ext_dump DB FILE      what makes the extension in DB what it is,
 #                                 OIDs normalised: pg_dump --schema-only
 #                                 --binary-upgrade (every member with its ALTER
@@ -101,14 +108,47 @@ fencing_install_files() {
     chmod -R a+rX "$to"
 }
 
-# Build release $1 from its tag into copy $2; returns non-zero (with the
-# log in $FENCING_WORK/build.log) when it does not build on this server.
+# The released versions from test/releases: "VERSION COMMIT" lines,
+# comments and blank lines left out.
+fencing_releases() {
+    sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$FENCING_ROOT/test/releases" | awk '{ print $1, $2 }'
+}
+
+fencing_release_commit() {
+    fencing_releases | awk -v v="$1" '$1 == v { print $2 }'
+}
+
+# Release $1's tree, from its commit, into directory $2 (replaced).  On
+# failure says why on stderr: not recorded, a commit this clone does not
+# have (a shallow clone: git fetch --unshallow), or a tree whose
+# fencing.control is at another version (a wrong line in test/releases).
+fencing_release_source() {
+    local v=$1 dir=$2 commit ctl
+    commit=$(fencing_release_commit "$v")
+    if [ -z "$commit" ]; then
+        echo "release $v is not recorded in test/releases" >&2
+        return 1
+    fi
+    if ! git -C "$FENCING_ROOT" cat-file -e "$commit^{commit}" 2>/dev/null; then
+        echo "commit $commit of release $v is not in $FENCING_ROOT (not a git clone, or a shallow one: git fetch --unshallow)" >&2
+        return 1
+    fi
+    rm -rf "$dir" && mkdir -p "$dir"
+    git -C "$FENCING_ROOT" archive "$commit" | tar -x -C "$dir" || return 1
+    ctl=$(sed -n "s/^default_version *= *'\(.*\)'.*/\1/p" "$dir/fencing.control")
+    if [ "$ctl" != "$v" ]; then
+        echo "commit $commit recorded for release $v has default_version '$ctl' in fencing.control" >&2
+        return 1
+    fi
+}
+
+# Build release $1 from its commit into copy $2.  Returns 2 (saying why on
+# stderr) when its source cannot be had, 1 (with the log in
+# $FENCING_WORK/build.log) when it does not build on this server.
 fencing_build_release() {
     local v=$1 inst=$2 src=$FENCING_WORK/release-$1
-    rm -rf "$src" && mkdir -p "$src"
-    git -C "$FENCING_ROOT" archive "v$v" | tar -x -C "$src" \
-        || fencing_die "no tag v$v to build release $v from"
-    (fencing_make_install "$src" "$inst" "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING") 2>/dev/null
+    fencing_release_source "$v" "$src" || return 2
+    (fencing_make_install "$src" "$inst" "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING") 2>/dev/null || return 1
 }
 
 fencing_ext_dump() {

@@ -414,6 +414,7 @@ sub new_attempt
 		id      => $id,
 		iso     => $iso,
 		kind    => $kind,
+		commit_sleep => $o{commit_sleep},
 		tokmode => $tokmode,
 		token   => $token,
 		scopes  => \@scopes,
@@ -501,12 +502,20 @@ sub poll_client
 
 # Run the workload.  Options: clients, seconds, stale_ratio, missing_ratio,
 # sleep_ratio, rr_ratio and serializable_ratio (of transactions run at
-# REPEATABLE READ and SERIALIZABLE; the rest READ COMMITTED), kinds, seed, on_tick (called with the elapsed seconds and
-# the run; return true to stop sending new attempts), first_id, generator
-# (to continue the tokens of an earlier run), pause_after and pause_sleep
-# (after pause_after seconds, every transaction sleeps pause_sleep seconds,
-# default 0.3, before its COMMIT: on_tick can then crash the server while
-# every client is inside a write transaction).
+# REPEATABLE READ and SERIALIZABLE; the rest READ COMMITTED), kinds, seed,
+# on_tick (called with the elapsed seconds and the run; return true to stop
+# sending new attempts), until (called with the run once seconds have
+# passed: the run goes on until it returns true), max_seconds (the ceiling
+# for on_tick and until, default 600: a run that reaches it stops, and the
+# checks that waited for it fail), first_id, generator (to continue the
+# tokens of an earlier run), pause_after and pause_sleep (after pause_after
+# seconds, every transaction sleeps pause_sleep seconds, default 0.3,
+# before its COMMIT: on_tick can then crash the server while every client
+# is inside a write transaction).
+#
+# A test that checks what a run did (writes accepted, refused, cut off)
+# makes it true with on_tick or until, which look at the run's outcomes,
+# never with a number of seconds that a slow machine may not fill.
 # Returns the run: { attempts => [...], seed, seconds, clients }.
 sub run_stress
 {
@@ -535,8 +544,9 @@ sub run_stress
 	my $id = $o{first_id};
 	my $start = time;
 	my $deadline = $start + $o{seconds};
+	my $ceiling = $start + ($o{max_seconds} // 600);
 	my $stop_sending = 0;
-	my $hard_deadline = $deadline + 60;
+	my $stopped_at;
 
 	while (1)
 	{
@@ -547,7 +557,7 @@ sub run_stress
 			next if $c->{dead};
 			$progress += poll_client($c);
 			next if $c->{dead};
-			if (!$c->{attempt} && !$stop_sending && time < $deadline)
+			if (!$c->{attempt} && !$stop_sending)
 			{
 				my $a = new_attempt(
 					$id++, $g, %o,
@@ -565,9 +575,25 @@ sub run_stress
 		{
 			$stop_sending = 1 if $o{on_tick}->(time - $start, $run);
 		}
-		last if !$busy && ($stop_sending || time >= $deadline);
+		# the time is up once seconds have passed and until holds (if
+		# given), or on_tick (if given) has stopped the run, or at the
+		# ceiling
+		if (!$stop_sending && time >= $deadline && !$o{on_tick}
+			&& (!$o{until} || $o{until}->($run)))
+		{
+			$stop_sending = 1;
+		}
+		if (!$stop_sending && time >= $ceiling)
+		{
+			diag("stress run: stopped at the ceiling of "
+				  . ($o{max_seconds} // 600)
+				  . ' s before what it waited for happened');
+			$stop_sending = 1;
+		}
+		$stopped_at //= time if $stop_sending;
+		last if !$busy && $stop_sending;
 		last if !grep { !$_->{dead} } @clients;
-		if (time > $hard_deadline)
+		if ($stopped_at && time > $stopped_at + 60)
 		{
 			diag('stress clients did not finish in time');
 			last;
@@ -582,6 +608,29 @@ sub run_stress
 	$run->{elapsed} = time - $start;
 	$run->{next_id} = $id;
 	return $run;
+}
+
+# How many attempts of a run ended with an outcome ('accepted', 'stale',
+# 'missing', 'other', 'unknown'); a filter (a sub given an attempt) may
+# narrow them.
+sub outcomes
+{
+	my ($run, $outcome, $filter) = @_;
+	return scalar grep {
+		defined $_->{outcome}
+		  && $_->{outcome} eq $outcome
+		  && (!$filter || $filter->($_))
+	} @{ $run->{attempts} };
+}
+
+# True when a crash now would cut a client off inside a write transaction
+# after writes were accepted: an attempt was accepted, and one sent with a
+# commit sleep has no answer yet.
+sub ready_to_crash
+{
+	my ($run) = @_;
+	return outcomes($run, 'accepted') > 0
+	  && grep { $_->{commit_sleep} && !defined $_->{outcome} } @{ $run->{attempts} };
 }
 
 # ---------------------------------------------------------------------

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# test/suites/citus.sh: the guard on Citus distributed and reference tables
-# (SPEC section 10), on a coordinator and two workers (a third joins later)
-# on this machine.
+# test/suites/citus.sh: the guard on Citus distributed and reference
+# tables, on a coordinator and two workers (a third joins later) on this
+# machine.
 #
 # Needs FENCING_CITUS_SRC: Citus source tarballs (citus-X.Y.Z.tar.gz, or
 # directories holding them; .ci/run passes the vendor directory's).  The one
@@ -161,7 +161,7 @@ fencing_log "Citus cluster up: coordinator ${PORT[coord]}, workers ${PORT[w1]} $
 
 ext=$(for node in coord w1 w2; do q $node "SELECT extversion FROM pg_extension WHERE extname = 'fencing'"; done | tr '\n' ' ')
 v=$(sed -n "s/^default_version *= *'\\(.*\\)'.*/\\1/p" "$FENCING_ROOT/fencing.control")
-is "$ext" "$v $v $v " "CREATE EXTENSION fencing on the coordinator reaches every worker"
+is "$ext" "$v $v $v " "CREATE EXTENSION fencing on the coordinator reaches every worker (at $v)"
 
 # --- a distributed table in row scope
 q coord "SET citus.shard_count = 4" \

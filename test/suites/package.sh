@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/suites/package.sh: the Debian package, built, installed, used and
-# removed on this machine (issue 12).  Runs as root; prints TAP.
+# removed on this machine.  Runs as root; prints TAP.
 #
 #   sudo FENCING_SUITES=package bash test/check.sh     (as a suite)
 #   sudo bash test/suites/package.sh                   (alone)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/suites/release.sh: the release's description and archive (issue 12).
+# test/suites/release.sh: the release's description and archive.
 #
 # META.json follows the PGXN Meta Spec and names the same version as
 # fencing.control and debian/changelog (test/release/check_meta.py), and the

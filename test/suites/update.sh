@@ -2,15 +2,17 @@
 # test/suites/update.sh: ALTER EXTENSION fencing UPDATE, from every released
 # version to the newest, on a filled database, while writers write.
 #
-# For each released version V (every version of sql/fencing--*.sql but the
-# newest, that has a tag vV):
-#   1. V exactly as released (git archive vV: its library and scripts) is
-#      built into a private copy of the server, a cluster started on it
-#      (no shared_preload_libraries, so each backend loads the library
-#      file it finds when it first needs it) and CREATE EXTENSION fencing
-#      gives V; test/upgrade/fill.sql fills it (row, key and table scopes,
-#      a partitioned table, a shared scope name, idempotency keys in every
-#      state, leases live and expired, planner statistics).
+# For each released version V (test/releases: the version and the commit
+# that released it; every version of sql/fencing--*.sql but the newest
+# must be there):
+#   1. V exactly as released (git archive of its commit: its library and
+#      scripts) is built into a private copy of the server, a cluster
+#      started on it (no shared_preload_libraries, so each backend loads
+#      the library file it finds when it first needs it) and CREATE
+#      EXTENSION fencing gives V; test/upgrade/fill.sql fills it (row,
+#      key and table scopes, a partitioned table, a shared scope name,
+#      idempotency keys in every state, leases live and expired, planner
+#      statistics).
 #   2. Writers start (test/upgrade/writers.sql): two fresh writers and a
 #      stale one in long-lived sessions (they keep V's library to the end),
 #      and a watcher of the fences.
@@ -18,7 +20,9 @@
 #      does; a third writer then comes back in a new session every second
 #      (each loads the new library, at first on V's objects).
 #   4. ALTER EXTENSION fencing UPDATE runs while all of them write; a
-#      fourth writer starts after it.
+#      fourth writer starts after it.  Each step waits until the writers
+#      have written what the checks below count (wait_until: the database
+#      is asked, never a fixed sleep), so a slow machine cannot fail them.
 #   5. Checks: no stale write accepted before, during or after (every
 #      attempt refused with SF001), no fresh write failed, no fence lowered
 #      (the watcher's record), every acknowledged write kept and every
@@ -67,15 +71,55 @@ trap stop_all EXIT
 newest=$(fencing_newest_version)
 versions=$(fencing_versions)
 released=
+for v in $(fencing_releases | awk '{ print $1 }'); do
+    [ "$v" = "$newest" ] || released="$released $v"
+done
+echo "# PostgreSQL $FENCING_PGVER; versions: $(echo $versions); newest: $newest; released (test/releases): $(echo $released)"
+
+# The record of releases first: every version older than the newest is a
+# release whose commit this clone has, and every release has its scripts
+# here.  Nothing to update from is a failure, never a skip: the suite has
+# something to test as soon as sql/ holds an older version.
 for v in $versions; do
     [ "$v" = "$newest" ] && continue
-    git -C "$FENCING_ROOT" rev-parse -q --verify "refs/tags/v$v" >/dev/null && released="$released $v"
+    case " $released " in
+    *" $v "*) ;;
+    *) tap_ok 1 "version $v (sql/fencing--$v*.sql) is recorded in test/releases" ;;
+    esac
 done
-echo "# PostgreSQL $FENCING_PGVER; versions: $(echo $versions); newest: $newest; released: $(echo $released)"
+for v in $released; do
+    case " $(echo $versions) " in
+    *" $v "*) ;;
+    *) tap_ok 1 "release $v (test/releases) still has its scripts in sql/" ;;
+    esac
+    fencing_release_source "$v" "$FENCING_WORK/release-$v" 2>"$FENCING_WORK/source.err"
+    tap_ok $? "release $v: commit $(fencing_release_commit "$v" | cut -c1-12) is in this clone and its fencing.control says $v"
+    [ -s "$FENCING_WORK/source.err" ] && tap_diag "$(cat "$FENCING_WORK/source.err")"
+done
 if [ -z "$released" ]; then
-    echo "1..0 # SKIP no released version (no tag v<version> for the scripts in sql/)"
-    exit 0
+    tap_ok 1 "a released version to update from (test/releases lists none older than $newest)"
+    tap_done
+    exit 1
 fi
+
+# Wait until the boolean SQL expression $2 holds in database $1: it is
+# asked every 0.2 s, for at most FENCING_UPDATE_WAIT seconds (600), so a
+# slow machine only makes the suite slower.  $3 describes the condition: a
+# TAP line says whether it came.  Every later check that counts what the
+# writers did at a given moment is made true by such a wait, never by a
+# fixed sleep.
+wait_until() {
+    local db=$1 cond=$2 what=$3 i t0=$SECONDS
+    for i in $(seq 1 $((${FENCING_UPDATE_WAIT:-600} * 5))); do
+        if [ "$(fencing_sql "$db" "SELECT ($cond)" 2>/dev/null)" = t ]; then
+            tap_ok 0 "$what ($((SECONDS - t0)) s)"
+            return 0
+        fi
+        sleep 0.2
+    done
+    tap_ok 1 "$what (not within ${FENCING_UPDATE_WAIT:-600} s)"
+    return 1
+}
 
 psql_bg() {     # db sql logfile: a background session
     fencing_as_postgres "$FENCING_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d "$1" -c "$2" >"$3" 2>&1 &
@@ -125,7 +169,14 @@ update_with_writers() {
     local v=$1 inst=$FENCING_WORK/inst-$v own_lib=yes
     local db=fencing_regress st
     FENCING_BINDIR=$(fencing_pg_copy "$inst")
-    if ! fencing_build_release "$v" "$inst"; then
+    fencing_build_release "$v" "$inst" 2>"$FENCING_WORK/source.err"
+    st=$?
+    if [ $st -eq 2 ]; then
+        tap_ok 1 "release $v's source (test/releases)"
+        tap_diag "$(cat "$FENCING_WORK/source.err")"
+        return
+    fi
+    if [ $st -ne 0 ]; then
         if [ "$FENCING_PGVER" = 15 ]; then
             tap_ok 1 "release $v builds on PostgreSQL $FENCING_PGVER"
             tap_diag "$(tail -20 "$FENCING_WORK/build.log")"
@@ -167,6 +218,11 @@ update_with_writers() {
         fencing_cluster_stop "$PGDATA"
         return
     fi
+    # what the waits below count: a writer's writes, acknowledged or
+    # failed (a failure is for the checks to report, not to wait for)
+    fencing_sql "$db" "CREATE FUNCTION app.tries(w int, since timestamptz DEFAULT '-infinity') RETURNS bigint
+        LANGUAGE sql AS \$\$ SELECT (SELECT count(*) FROM app.acked WHERE writer = w AND at > since)
+                             + (SELECT count(*) FROM app.failed WHERE writer = w AND at > since) \$\$"
     # the state of the extension's own tables, to compare after the update
     local before
     before=$(fencing_sql "$db" "SELECT count(*) FROM fencing.protected" "SELECT count(*) FROM fencing.scopes" \
@@ -175,26 +231,33 @@ update_with_writers() {
     # 2. writers on v's library
     local wlog=$FENCING_WORK/writers
     mkdir -p "$wlog" && chown postgres: "$wlog"
-    psql_bg "$db" "CALL app.watcher(120)" "$wlog/watcher.log"
-    psql_bg "$db" "CALL app.fresh(1, 120)" "$wlog/fresh1.log"
-    psql_bg "$db" "CALL app.fresh(2, 120)" "$wlog/fresh2.log"
-    psql_bg "$db" "CALL app.stale(120)" "$wlog/stale.log"
-    sleep 3
+    # (each runs until app.control.stop; the hour is only a backstop)
+    psql_bg "$db" "CALL app.watcher(3600)" "$wlog/watcher.log"
+    psql_bg "$db" "CALL app.fresh(1, 3600)" "$wlog/fresh1.log"
+    psql_bg "$db" "CALL app.fresh(2, 3600)" "$wlog/fresh2.log"
+    psql_bg "$db" "CALL app.stale(3600)" "$wlog/stale.log"
+    wait_until "$db" "app.tries(1) >= 20 AND app.tries(2) >= 20
+                  AND (SELECT count(*) FROM app.stale WHERE writer = 0 AND what LIKE '% equal') >= 2
+                  AND (SELECT count(DISTINCT at) FROM app.watch) >= 5" \
+        "writers 1 and 2 and stale writer 0 write on $v's library (20 writes each, 2 stale attempts on their tokens), the watcher looks" \
+        || { fencing_sql "$db" "UPDATE app.control SET stop = true"; wait; fencing_cluster_stop "$PGDATA"; return; }
 
     # 3. the package upgrade: the new files over the old ones
     fencing_sql "$db" "INSERT INTO app.watch (what) VALUES ('files replaced')"
     fencing_install_files "$new_inst" "$inst"
     # writer 3 and stale writer 1 come back in a new session (the new
     # library) every second
-    ( for _ in $(seq 1 40); do
+    ( while :; do
           fencing_as_postgres "$FENCING_BINDIR/psql" -X -q -d "$db" -c "CALL app.fresh(3, 1)" >>"$wlog/fresh3.log" 2>&1
           [ "$(fencing_sql "$db" "SELECT stop FROM app.control")" = t ] && break
       done ) &
-    ( for _ in $(seq 1 40); do
+    ( while :; do
           fencing_as_postgres "$FENCING_BINDIR/psql" -X -q -d "$db" -c "CALL app.stale(1, 1)" >>"$wlog/stale1.log" 2>&1
           [ "$(fencing_sql "$db" "SELECT stop FROM app.control")" = t ] && break
       done ) &
-    sleep 3
+    wait_until "$db" "app.tries(3) >= 5 AND (SELECT count(*) FROM app.stale WHERE writer = 1) >= 1" \
+        "writer 3 and stale writer 1 try in new sessions (the new library) before the update" \
+        || { fencing_sql "$db" "UPDATE app.control SET stop = true"; wait; fencing_cluster_stop "$PGDATA"; return; }
 
     # 4. the update, while they write (a deadlock with a writer is retried)
     local t0 t1 tries=0 st
@@ -213,8 +276,11 @@ update_with_writers() {
     [ $st -ne 0 ] && tap_diag "$(cat "$FENCING_WORK/alter.log")"
     tap_ok "$([ "$(fencing_sql "$db" "SELECT extversion FROM pg_extension WHERE extname = 'fencing'")" = "$newest" ]; echo $?)" \
         "the extension is at $newest"
-    psql_bg "$db" "CALL app.fresh(4, 120)" "$wlog/fresh4.log"
-    sleep 4
+    psql_bg "$db" "CALL app.fresh(4, 3600)" "$wlog/fresh4.log"
+    wait_until "$db" "app.tries(4) >= 20 AND app.tries(3, '$t1') >= 5
+                  AND (SELECT count(*) FROM app.stale WHERE writer = 1 AND at > '$t1') >= 1
+                  AND (SELECT count(DISTINCT at) FROM app.watch WHERE at > '$t1') >= 6" \
+        "after the update: writers 3 and 4 write (5 and 20 writes), stale writer 1 tries, the watcher looks"
     fencing_sql "$db" "UPDATE app.control SET stop = true"
     wait
     for f in "$wlog"/*.log; do
@@ -318,24 +384,15 @@ update_with_writers() {
         END LOOP; END \$\$"
     echo "shared_preload_libraries = 'fencing'" >>"$PGDATA/postgresql.conf"
     fencing_as_postgres "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -m fast -w restart -l "$PGHOST/server.log" >/dev/null
-    local pgxs_dir src=$FENCING_WORK/regress-src
-    pgxs_dir=$(dirname "$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")")
-    rm -rf "$src" && mkdir -p "$src/out" && cp -a "$FENCING_ROOT/sql" "$FENCING_ROOT/expected" "$src/" && chown -R postgres: "$src"
-    fencing_as_postgres "$pgxs_dir/src/test/regress/pg_regress" \
-        --bindir="$FENCING_BINDIR" --inputdir="$src" --outputdir="$src/out" \
-        --host="$PGHOST" --port="$PGPORT" --user=postgres --use-existing \
-        --dbname="$db" --load-extension=fencing \
-        $(make -s -C "$FENCING_ROOT" print-regress PG_CONFIG="$PG_CONFIG") >"$FENCING_WORK/regress.log" 2>&1
-    st=$?
     local nok nbad
-    nok=$(grep -cE '^(test| ) .* \.\.\. ok|^ok [0-9]+' "$FENCING_WORK/regress.log")
-    nbad=$(grep -cE '\.\.\. FAILED|\.\.\. failed|^not ok [0-9]+' "$FENCING_WORK/regress.log")
+    fencing_regress regress "$FENCING_WORK/regress-$v" CONTRIB_TESTDB="$db" \
+        EXTRA_REGRESS_OPTS=--use-existing >"$FENCING_WORK/regress-$v.tap"
+    st=$?
+    nok=$(grep -c '^ok ' "$FENCING_WORK/regress-$v.tap")
+    nbad=$(grep -c '^not ok ' "$FENCING_WORK/regress-$v.tap")
     tap_ok "$([ $st -eq 0 ] && [ "$nbad" -eq 0 ] && [ "$nok" -gt 0 ]; echo $?)" \
         "the pg_regress suite against the database updated from $v: $nok passed, $nbad failed"
-    if [ $st -ne 0 ]; then
-        tap_diag "$(grep -E 'FAILED|failed|not ok' "$FENCING_WORK/regress.log")"
-        [ -f "$src/out/regression.diffs" ] && tap_diag "$(head -60 "$src/out/regression.diffs")"
-    fi
+    [ $st -ne 0 ] && tap_diag "$(grep -v '^ok ' "$FENCING_WORK/regress-$v.tap" | sed 's/^# //' | head -80)"
     fencing_cluster_stop "$PGDATA"
 }
 

@@ -38,10 +38,25 @@ is($baseline->{'acct/acct-1'}, '0:1',
 	'protect() seeded the key scope from the existing rows');
 
 my $long = $ENV{FENCING_LONG};
+# at least the seconds given, and until every kind of write has been both
+# accepted and refused as stale, and a token-less one refused: what the
+# checks below count
 my $run = FencingTest::run_stress(
 	$node, 'postgres',
 	clients => $ENV{FENCING_STRESS_CLIENTS} // ($long ? 8 : 4),
-	seconds => $ENV{FENCING_STRESS_SECONDS} // ($long ? 300 : 15));
+	seconds => $ENV{FENCING_STRESS_SECONDS} // ($long ? 300 : 15),
+	until   => sub {
+		my ($r) = @_;
+		return 0 unless FencingTest::outcomes($r, 'missing');
+		foreach my $kind (qw(row key transfer adv))
+		{
+			my $of = sub { $_[0]{kind} eq $kind };
+			return 0
+			  unless FencingTest::outcomes($r, 'accepted', $of)
+			  && FencingTest::outcomes($r, 'stale', $of);
+		}
+		return 1;
+	});
 my $check =
   FencingTest::check_history($node, 'postgres', $run->{attempts}, $baseline);
 FencingTest::report('stress', $run, $check);
@@ -87,13 +102,27 @@ $node->safe_psql('postgres',
 	"DELETE FROM stress.history WHERE attempt IS NULL AND token::text = '0:0'");
 
 $node->safe_psql('postgres', "SELECT fencing.unprotect('stress.accounts')");
+# (until a stale write got in: the checker is asked once a second whether
+# the history holds a token accepted after a newer one)
+my $asked = 0;
 my $unguarded = FencingTest::run_stress(
 	$node, 'postgres',
 	seconds     => 3,
 	kinds       => ['row'],
 	first_id    => $run->{next_id},
 	generator   => $run->{generator},
-	missing_ratio => 0);
+	missing_ratio => 0,
+	until       => sub {
+		my ($r) = @_;
+		return 0 if time - $asked < 1;
+		$asked = time;
+		my $c = FencingTest::check_history($node, 'postgres',
+			[ @{ $run->{attempts} }, grep { defined $_->{outcome} } @{ $r->{attempts} } ],
+			$baseline);
+		# (the history's own order: once committed, it stays)
+		return scalar grep { /had been accepted by an earlier transaction/ }
+		  @{ $c->{violation_list} };
+	});
 my $all = [ @{ $run->{attempts} }, @{ $unguarded->{attempts} } ];
 my $check2 = FencingTest::check_history($node, 'postgres', $all, $baseline);
 note sprintf('without the guard: %d attempts, %d violations',

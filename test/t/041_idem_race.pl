@@ -3,10 +3,10 @@
 # SPI) and on the SPI path (INSERT ... ON CONFLICT, once the table has an
 # extra index), waiting or not.
 #
-# Every 5 ms a new generation of four keys starts, and eight pgbench
-# clients fight over it: each begins a key of the current generation
-# (with or without wait), writes its business row if it got the claim,
-# and completes.  Whatever the interleaving, no key is claimed twice (one
+# Every 16 requests (a sequence counts them) a new generation of four
+# keys starts, each asked for four times, and eight pgbench clients fight
+# over it: each begins a key of the current generation (with or without
+# wait), writes its business row if it got the claim, and completes.  Whatever the interleaving, no key is claimed twice (one
 # business row per key), no call sees a unique violation or any error but
 # SF004 (a pgbench client would abort), and every key ends done with the
 # result of the one claim.  The counters show that the race happened:
@@ -28,10 +28,11 @@ $node->safe_psql('postgres', q{
 	CREATE EXTENSION fencing;
 	CREATE TABLE biz (key text NOT NULL, token fencing.fence NOT NULL,
 	                  pid int NOT NULL DEFAULT pg_backend_pid());
+	CREATE SEQUENCE race_requests;
 	CREATE FUNCTION race_request() RETURNS text LANGUAGE plpgsql AS $$
 	DECLARE
-	    k text := 'k:' || floor(extract(epoch FROM clock_timestamp()) * 200)::bigint
-	              || ':' || floor(random() * 4)::int;
+	    r bigint := nextval('race_requests');
+	    k text := 'k:' || r / 16 || ':' || r % 4;
 	    w boolean := random() < 0.5;
 	    b record;
 	BEGIN
@@ -51,7 +52,9 @@ $node->safe_psql('postgres', q{
 	$$;
 });
 
-# One race: eight clients for a few seconds, then the invariants.
+# One race: eight clients, 40 requests each (320: 80 keys, each asked for
+# four times, so that at least three callers of each meet it begun), then
+# the invariants.
 sub race
 {
 	my ($path) = @_;
@@ -59,7 +62,7 @@ sub race
 	$node->safe_psql('postgres',
 		'TRUNCATE biz, fencing.idempotency_keys; SELECT fencing.stats_reset()');
 	$node->pgbench(
-		'-n -c 8 -j 4 -T 5 -M prepared',
+		'-n -c 8 -j 4 -t 40 -M prepared',
 		0,
 		[ qr{number of failed transactions: 0 }, qr{processed: [1-9]} ],
 		[qr{^$}],

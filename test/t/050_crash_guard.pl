@@ -56,8 +56,9 @@ my $run = FencingTest::run_stress(
 	seconds     => 30,
 	pause_after => 2.5,
 	on_tick     => sub {
-		my ($elapsed) = @_;
-		return 0 if $elapsed < 2.7;
+		my ($elapsed, $run) = @_;
+		# writes accepted, and a client inside a write transaction
+		return 0 if $elapsed < 2.7 || !FencingTest::ready_to_crash($run);
 		$node->stop('immediate');
 		return 1;
 	});
@@ -78,8 +79,8 @@ $run = FencingTest::run_stress(
 	generator => $run->{generator},
 	pause_after => 2,
 	on_tick   => sub {
-		my ($elapsed) = @_;
-		return 0 if $elapsed < 2.1;
+		my ($elapsed, $run) = @_;
+		return 0 if $elapsed < 2.1 || !FencingTest::outcomes($run, 'accepted');
 		my $pid = $node->safe_psql('postgres', q{
 			SELECT pid FROM pg_stat_activity
 			 WHERE application_name = 'fencing_stress'
@@ -119,6 +120,9 @@ $run = FencingTest::run_stress(
 	clients   => $clients,
 	seconds   => 3,
 	first_id  => $run->{next_id},
+	until     => sub {
+		FencingTest::outcomes($_[0], 'accepted') && FencingTest::outcomes($_[0], 'stale');
+	},
 	generator => $run->{generator});
 push @attempts, @{ $run->{attempts} };
 my $check =

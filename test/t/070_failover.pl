@@ -38,6 +38,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use FencingTest;
 
 my $clients = $ENV{FENCING_STRESS_CLIENTS} // 3;
@@ -109,8 +110,8 @@ my $run = FencingTest::run_stress(
 	clients => $clients,
 	seconds => 30,
 	on_tick => sub {
-		my ($elapsed) = @_;
-		return 0 if $elapsed < 4;
+		my ($elapsed, $run) = @_;
+		return 0 if $elapsed < 4 || !FencingTest::outcomes($run, 'accepted');
 		fail_over($primary, $standby);
 		$failed_over_at = $elapsed;
 		return 1;
@@ -146,6 +147,9 @@ $run = FencingTest::run_stress(
 	clients   => $clients,
 	seconds   => 3,
 	first_id  => $run->{next_id},
+	until     => sub {
+		FencingTest::outcomes($_[0], 'accepted') && FencingTest::outcomes($_[0], 'stale');
+	},
 	generator => $run->{generator});
 push @attempts, @{ $run->{attempts} };
 $check = FencingTest::check_history($standby, 'postgres', \@attempts, $baseline);
@@ -163,14 +167,14 @@ $standby->stop;
 ($primary, $standby) = make_pair('async', 0);
 $baseline = FencingTest::stress_setup($primary, 'postgres');
 $primary->wait_for_catchup($standby);
-my ($cut_at, $cut_lsn);
+my ($cut_at, $cut_time, $cut_lsn);
 $failed_over_at = undef;
 $run = FencingTest::run_stress(
 	$primary, 'postgres',
 	clients => $clients,
 	seconds => 30,
 	on_tick => sub {
-		my ($elapsed) = @_;
+		my ($elapsed, $run) = @_;
 		if (!$cut_at && $elapsed >= 3)
 		{
 			# the standby stops receiving WAL: what follows is lost
@@ -181,8 +185,16 @@ $run = FencingTest::run_stress(
 			  or die 'the WAL receiver did not stop';
 			$cut_lsn = $standby->safe_psql('postgres', 'SELECT pg_last_wal_replay_lsn()');
 			$cut_at = $elapsed;
+			$cut_time = time;
 		}
+		# fail over once writes sent after the cut were accepted: a fresh
+		# token raises its scope's fence, so their commits and fences are
+		# what the standby does not have
 		return 0 if !$cut_at || $elapsed < $cut_at + 2;
+		return 0
+		  if FencingTest::outcomes($run, 'accepted',
+			sub { $_[0]{sent} > $cut_time && $_[0]{tokmode} eq 'fresh' && $_[0]{kind} ne 'adv' })
+		  < 3;
 		fail_over($primary, $standby);
 		$failed_over_at = $elapsed;
 		return 1;

@@ -41,8 +41,8 @@ my $run = FencingTest::run_stress(
 	clients => $ENV{FENCING_STRESS_CLIENTS} // 3,
 	seconds => 30,
 	on_tick => sub {
-		my ($elapsed) = @_;
-		if (!$t0 && $elapsed >= 2)
+		my ($elapsed, $run) = @_;
+		if (!$t0 && $elapsed >= 2 && FencingTest::outcomes($run, 'accepted'))
 		{
 			$t0 = time;
 			$node->backup('b');
@@ -105,6 +105,7 @@ $run = FencingTest::run_stress(
 	clients   => 2,
 	seconds   => 2,
 	first_id  => $run->{next_id},
+	until     => sub { FencingTest::outcomes($_[0], 'accepted') },
 	generator => $run->{generator});
 cmp_ok(scalar(grep { $_->{outcome} eq 'accepted' } @{ $run->{attempts} }),
 	'>', 0, 'restored: new tokens are accepted');

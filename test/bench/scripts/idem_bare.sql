@@ -1,4 +1,7 @@
 -- test/bench/scripts/idem_bare.sql: the bare business INSERT (one order), in a PL/pgSQL function
 -- (one statement, one round trip, one transaction; see setup_idem.sql)
-\set r random(1, 9000000000000000)
+-- r: an order reference no other transaction of the run has (a permutation
+-- of epoch, client counter and client), spread over the range as random ones
+\set n :n + 1
+\set r 1 + permute((:e * 100000000 + :n) * :nc + :client_id, 9000000000000000)
 SELECT bench_order_bare(:r);
