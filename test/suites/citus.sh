@@ -125,6 +125,14 @@ stale() {
     like "$got" 'DETAIL:  The row has already accepted fence token' "$name: its DETAIL"
     like "$got" 'HINT:  The lock that issued token .* was lost' "$name: its HINT"
 }
+# a token equal to the row's fence (strict), relayed from a worker: its own
+# message (the token was already used), the same DETAIL, a HINT with remedies
+used() {
+    local got=$1 name=$2
+    like "$got" 'ERROR:  SF001: fence token [0-9]+:[0-9]+ for table "[a-z_0-9]+" was already used' "$name: SF001"
+    like "$got" 'DETAIL:  The row has already accepted fence token' "$name: its DETAIL"
+    like "$got" 'HINT:  A strict table accepts a token in one transaction only' "$name: its HINT"
+}
 # the worker of a row's shard: port and shard name
 shard_of() { q coord "SELECT get_shard_id_for_distribution_column('$1', $2)"; }
 node_of_shard() {
@@ -191,7 +199,7 @@ is "$(q coord "SELECT balance, fence FROM accounts WHERE id = 1")" "1|11:0" "...
 
 # routed DELETE, the token in SET LOCAL (propagated)
 out=$(qerr coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '10:0'" "DELETE FROM accounts WHERE id = 2" "COMMIT")
-stale "$out" "routed DELETE with a stale SET LOCAL fencing.token"
+used "$out" "routed DELETE with SET LOCAL fencing.token equal to the row's fence"
 out=$(q coord "$COORD_TOKEN" "BEGIN" "SET LOCAL fencing.token = '10:3'" "DELETE FROM accounts WHERE id = 2" "COMMIT" 2>&1)
 is "$out" "" "routed DELETE with a fresh token is accepted"
 is "$(q coord "SELECT count(*) FROM accounts")" "39" "... 39 rows left"
@@ -360,6 +368,13 @@ stale_key() {
     like "$got" "DETAIL:  The scope \"public.ledger\" key \\[\"$key\"\\] has already accepted fence token" "$name: the DETAIL names the scope and key"
     like "$got" 'HINT:  The lock that issued token .* was lost' "$name: its HINT"
 }
+# a token equal to the key's fence (strict), relayed from a worker
+used_key() {
+    local got=$1 key=$2 name=$3
+    like "$got" 'ERROR:  SF001: fence token [0-9]+:[0-9]+ for table "[a-z_0-9]+" was already used' "$name: SF001"
+    like "$got" "DETAIL:  The scope \"public.ledger\" key \\[\"$key\"\\] has already accepted fence token" "$name: the DETAIL names the scope and key"
+    like "$got" 'HINT:  A strict table accepts a token in one transaction only' "$name: its HINT"
+}
 qa coord "SET citus.shard_count = 4" \
     "CREATE TABLE ledger (acct bigint NOT NULL, id bigint NOT NULL, book text NOT NULL DEFAULT 'main',
                           amount int NOT NULL DEFAULT 0, fence fencing.fence, PRIMARY KEY (acct, id))" \
@@ -446,7 +461,7 @@ k4=$(shard_of ledger 4)
 nk4=$(node_name_by_port "$(node_of_shard "$k4")")
 shk4=$(q coord "SELECT shard_name('ledger', $k4)")
 out=$(qaerr "$nk4" "SET citus.enable_manual_changes_to_shards = on" "INSERT INTO $shk4 (acct, id, fence) VALUES (4, 3001, '31:0')")
-stale_key "$out" 'main","4' "key scope: INSERT sent directly to shard $shk4 on its worker, equal token (strict)"
+used_key "$out" 'main","4' "key scope: INSERT sent directly to shard $shk4 on its worker, equal token (strict)"
 out=$(qa "$nk4" "SET citus.enable_manual_changes_to_shards = on" "INSERT INTO $shk4 (acct, id, fence) VALUES (4, 3001, '41:0')" 2>&1)
 is "$out" "" "... fresh, accepted"
 is "$(q coord "SELECT count(*), fencing.max(fence) FROM ledger WHERE acct = 4")" "4|41:0" "... the coordinator sees it"
@@ -507,7 +522,7 @@ is "$(q coord "SELECT count(*), fencing.max(fence) FROM ledger WHERE acct = 500"
     "1|60:2|60:2" "key race on a brand-new key: one row, one fence, 60:2"
 out=$(race_key 61:0 "INSERT INTO ledger (acct, id, book) VALUES (501, 1, 'fresh')" \
                61:0 "INSERT INTO ledger (acct, id, book) VALUES (501, 2, 'fresh')" INSERT)
-stale_key "$out" 'fresh","501' "key race on a brand-new key, the same token in two transactions: the second refused (strict)"
+used_key "$out" 'fresh","501' "key race on a brand-new key, the same token in two transactions: the second refused (strict)"
 is "$(q coord "SELECT count(*) FROM ledger WHERE acct = 501")" "1" "... one row"
 
 # a second table shares the scope: co-located, the distribution column at
@@ -758,7 +773,7 @@ acct3=$(q coord "SELECT acct FROM ledger WHERE get_shard_id_for_distribution_col
         (SELECT shardid FROM pg_dist_shard_placement WHERE nodeport = ${PORT[w3]}) AND book = 'main' ORDER BY acct LIMIT 1")
 f3=$(q coord "SELECT fence FROM fencing.scopes WHERE scope_name = 'public.ledger' AND key = fencing.scope_key('main', '$acct3')")
 out=$(qaerr coord "INSERT INTO ledger (acct, id, fence) VALUES ($acct3, 30001, '$f3')")
-stale_key "$out" "main\",\"$acct3" "on the new node, a stale insert of account $acct3 (its fence $f3 moved with it)"
+used_key "$out" "main\",\"$acct3" "on the new node, an insert of account $acct3 with its own fence $f3 (which moved with it)"
 like "$out" "while executing command on 127.0.0.1:${PORT[w3]}" "... refused by the new node"
 out=$(qa coord "INSERT INTO ledger (acct, id, fence) VALUES ($acct3, 30001, '90:0')" 2>&1)
 is "$out" "" "on the new node, a fresh insert is accepted"
