@@ -672,3 +672,38 @@ COMMENT ON VIEW @extschema@.protected_tables IS
     'one row per protected table: scope, partitions and inheritance children (partitions), and whether its guard is intact, its scope''s storage included (problem says what is wrong)';
 
 -- (end of health section)
+
+------------------------------------------------------------------------------
+-- Storage tables' row types are no members of the extension
+------------------------------------------------------------------------------
+
+-- On PostgreSQL 18, a table created while an extension script runs makes
+-- its row type (and that type's array type) a member of the extension.
+-- The update from 1.0 created the storage of every converted scope so:
+-- the tables were taken out of the extension, their row types were not,
+-- and DROP EXTENSION fencing, dropping the storage first, then found that
+-- the extension depended on them.  Those row types leave the extension
+-- (ALTER EXTENSION ... DROP TYPE takes the array type with it).
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT c.reltype::pg_catalog.regtype AS rowtype
+          FROM @extschema@.scope_storage s
+          JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.storage::pg_catalog.oid
+          JOIN pg_catalog.pg_depend d
+            ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass
+           AND d.objid OPERATOR(pg_catalog.=) c.reltype
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+           AND d.deptype OPERATOR(pg_catalog.=) 'e'
+          JOIN pg_catalog.pg_extension e
+            ON e.oid OPERATOR(pg_catalog.=) d.refobjid AND e.extname OPERATOR(pg_catalog.=) 'fencing'
+         ORDER BY 1
+    LOOP
+        EXECUTE pg_catalog.format('ALTER EXTENSION fencing DROP TYPE %s', r.rowtype);
+    END LOOP;
+END
+$$;
+
+-- (end of section on storage row types)

@@ -677,13 +677,29 @@ CreateStorage(const char *scope_name, Oid owner, bool table_scope, int nkeys,
 	 * Created while an extension script runs (the update from 1.0 converting
 	 * scopes, or another extension's script calling protect()), the table
 	 * became a member of that extension: it is not one, pg_dump must dump
-	 * it with its rows, as any scope's storage.
+	 * it with its rows, as any scope's storage.  PostgreSQL 18 makes the
+	 * table's row type and its array type members too: neither is, or
+	 * dropping the table would drop the extension with it.
 	 */
 	if (creating_extension)
 	{
+		Oid			rowtype = get_rel_type_id(storage);
+
 		(void) deleteDependencyRecordsForClass(RelationRelationId, storage,
 											   ExtensionRelationId,
 											   DEPENDENCY_EXTENSION);
+		if (OidIsValid(rowtype))
+		{
+			Oid			arraytype = get_array_type(rowtype);
+
+			(void) deleteDependencyRecordsForClass(TypeRelationId, rowtype,
+												   ExtensionRelationId,
+												   DEPENDENCY_EXTENSION);
+			if (OidIsValid(arraytype))
+				(void) deleteDependencyRecordsForClass(TypeRelationId, arraytype,
+													   ExtensionRelationId,
+													   DEPENDENCY_EXTENSION);
+		}
 		/* and its privileges are no extension's initial privileges */
 		removeExtObjInitPriv(storage, RelationRelationId);
 	}
