@@ -184,7 +184,26 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "citus.h"
+#include "cluster.h"
 #include "fencing.h"
+
+static void FencingCitusCheckProtect(Relation rel, const char *fence_column,
+									 int nkeys, Datum *keynames, bool strict,
+									 const char *scope_name, const char *lease);
+static const char *FencingCitusGuardArgs(Oid relid);
+static int	FencingCitusBeginTriggerDdl(Oid relid);
+static void FencingCitusEndTriggerDdl(int level);
+static void FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg,
+										 MemoryContext cxt);
+static bool FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
+										char **fence_column, int *nkeys,
+										char ***key_columns);
+static void FencingCitusPrepareStorage(Relation rel, Oid storage);
+static bool FencingCitusDistributesStorage(Oid relid);
+static bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
+								  int nkeys, Datum *keynames, Oid source_relid);
+static void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);
 
 PG_FUNCTION_INFO_V1(fencing_citus_ddl_end);
 
@@ -603,7 +622,7 @@ CheckStorageColocation(Relation rel, CitusTable *ct, int dist_key,
 						 ct->distcol, st.distcol ? st.distcol + 4 : "?")));
 }
 
-void
+static void
 FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 						 Datum *keynames, bool strict, const char *scope_name,
 						 const char *lease)
@@ -756,7 +775,7 @@ CreatedInThisTransaction(Oid relid)
  * an existing one must be so already.  Then the guard's arguments name
  * it.  Nothing to do for any other table.
  */
-void
+static void
 FencingCitusPrepareStorage(Relation rel, Oid storage)
 {
 	CitusTable	ct;
@@ -800,7 +819,7 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
  * logical replication (replication.c): Citus moves and splits it by
  * logical replication of its own.
  */
-bool
+static bool
 FencingCitusDistributesStorage(Oid relid)
 {
 	return OidIsValid(pending.relid) && pending.relid == relid && pending.nkeys > 0;
@@ -827,7 +846,7 @@ FencingCitusDistributesStorage(Oid relid)
  * snapshot of ours can reach the worker.  So it refuses (0A000), before
  * writing anything, with the way that works.
  */
-bool
+static bool
 FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 					  int nkeys, Datum *keynames, Oid source_relid)
 {
@@ -888,7 +907,7 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
  * would fence nothing.  Such a table (one undistributed after protect(),
  * say) fails closed with SF005.
  */
-void
+static void
 FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
 {
 	if (scope == NULL || !CitusPresent() || !IsCitusTable(scope->relid))
@@ -909,7 +928,7 @@ FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
  * none): the settings of a Citus table, checked by FencingCitusCheckProtect
  * in this same protect().
  */
-const char *
+static const char *
 FencingCitusGuardArgs(Oid relid)
 {
 	StringInfoData args;
@@ -942,7 +961,7 @@ FencingCitusGuardArgs(Oid relid)
  * distributed and reference tables) until FencingCitusEndTriggerDdl, as a
  * function's SET clause would.  Returns the GUC nest level to end, or -1.
  */
-int
+static int
 FencingCitusBeginTriggerDdl(Oid relid)
 {
 	int			level;
@@ -971,7 +990,7 @@ FencingCitusBeginTriggerDdl(Oid relid)
 }
 
 /* After the trigger DDL: the setting and the user as they were. */
-void
+static void
 FencingCitusEndTriggerDdl(int level)
 {
 	if (pending.as_owner)
@@ -1057,7 +1076,7 @@ ReportShardScopeBroken(Relation rel, Oid shell, const char *scope_name,
  * the co-located shard of its storage on this node, which must be there
  * (SF005 otherwise).
  */
-void
+static void
 FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 {
 	Trigger    *t;
@@ -1191,7 +1210,7 @@ CatalogCitusGuardTrigger(Oid relid, Trigger *t)
  * no lock: the DDL guard asks at ddl_command_start too.  Settings it
  * cannot read leave the columns unguarded and the triggers guarded.
  */
-bool
+static bool
 FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
 							char **fence_column, int *nkeys, char ***key_columns)
 {
@@ -1299,6 +1318,13 @@ SyncShardTruncateGuard(Oid relid)
 	}
 }
 
+/* SyncShardTruncateGuard() as the DDL guard's suspended work */
+static void
+SyncShardTruncateGuardOf(Oid relid, void *arg)
+{
+	SyncShardTruncateGuard(relid);
+}
+
 /*
  * A partition created under a protected distributed table gets the guard's
  * TRUNCATE trigger (ddl_guard.c) just before Citus distributes it, which
@@ -1358,7 +1384,6 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 	Node	   *parsetree;
 	RangeVar   *rv = NULL;
 	Oid			relid;
-	bool		suspended;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -1405,19 +1430,36 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 	 */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	suspended = FencingDdlGuardSuspended;
 	in_truncate_sync = true;
-	FencingDdlGuardSuspended = true;
 	PG_TRY();
 	{
-		SyncShardTruncateGuard(relid);
+		FencingRunWithDdlGuardSuspended(SyncShardTruncateGuardOf, relid, NULL);
 	}
 	PG_FINALLY();
 	{
 		in_truncate_sync = false;
-		FencingDdlGuardSuspended = suspended;
 	}
 	PG_END_TRY();
 	SPI_finish();
 	PG_RETURN_NULL();
+}
+
+/* What the core asks of Citus (cluster.h), registered from _PG_init. */
+static const FencingClusterHooks citus_hooks = {
+	.check_protect = FencingCitusCheckProtect,
+	.guard_args = FencingCitusGuardArgs,
+	.begin_trigger_ddl = FencingCitusBeginTriggerDdl,
+	.end_trigger_ddl = FencingCitusEndTriggerDdl,
+	.shard_guard_config = FencingCitusShardGuardConfig,
+	.shard_protection = FencingCitusShardProtection,
+	.prepare_storage = FencingCitusPrepareStorage,
+	.distributes_storage = FencingCitusDistributesStorage,
+	.seed_scope = FencingCitusSeedScope,
+	.check_local_storage = FencingCitusCheckLocalStorage,
+};
+
+void
+FencingCitusInit(void)
+{
+	FencingClusterRegister(&citus_hooks);
 }

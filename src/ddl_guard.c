@@ -5,7 +5,7 @@
  *	  fencing triggers in place, and the trees of protected tables whole.
  *
  * What is refused (SF005, unless done through protect() or unprotect(),
- * which run their own DDL with FencingDdlGuardSuspended set):
+ * which run their own DDL through FencingRunWithDdlGuardSuspended()):
  *   - disabling, re-moding, dropping, renaming or replacing a guard
  *     trigger (CREATE OR REPLACE TRIGGER with its name), or making it
  *     depend on an extension;
@@ -115,12 +115,46 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
+#include "cluster.h"
 #include "fencing.h"
 
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_start);
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_end);
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_drop);
 PG_FUNCTION_INFO_V1(fencing_protected_changed);
+
+/*
+ * The DDL guard's one switch: true while the extension runs its own DDL
+ * on protected tables (protect(), unprotect(), the guard's repairs, and
+ * Citus keeping a shard's triggers in step), which the guard lets through.
+ */
+static bool FencingDdlGuardSuspended = false;
+
+/*
+ * Run fn(relid, arg), the extension's own trigger DDL, with the DDL guard
+ * suspended, and the switch as it was after (this may run inside itself:
+ * Citus runs protect()'s DDL on a placement of this node).  A distributed
+ * database may need to be told about trigger DDL on its tables
+ * (cluster.h).
+ */
+void
+FencingRunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
+{
+	int			cluster_level = FencingClusterBeginTriggerDdl(relid);
+	bool		suspended = FencingDdlGuardSuspended;
+
+	FencingDdlGuardSuspended = true;
+	PG_TRY();
+	{
+		fn(relid, arg);
+	}
+	PG_FINALLY();
+	{
+		FencingDdlGuardSuspended = suspended;
+	}
+	PG_END_TRY();
+	FencingClusterEndTriggerDdl(cluster_level);
+}
 
 /* What the DDL guard needs of a protection. */
 typedef struct Protection
@@ -187,7 +221,7 @@ ProtectionOf(Oid relid)
 		 * the shard's settings and guard name from its guard trigger
 		 */
 		p->relid = relid;
-		if (FencingCitusShardProtection(relid, &p->shell, &p->guard_name,
+		if (FencingClusterShardProtection(relid, &p->shell, &p->guard_name,
 										&p->fence_column, &p->nkeys,
 										&p->key_columns))
 			return p;
@@ -1359,7 +1393,7 @@ GuardTree(Oid root)
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	RunWithDdlGuardSuspended(GuardMembers, root, NULL);
+	FencingRunWithDdlGuardSuspended(GuardMembers, root, NULL);
 	SPI_finish();
 	InvalidateTree(root);
 }
@@ -1465,7 +1499,7 @@ FencingUnguardTree(Oid relid)
 {
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	RunWithDdlGuardSuspended(UnguardMembers, relid, NULL);
+	FencingRunWithDdlGuardSuspended(UnguardMembers, relid, NULL);
 	SPI_finish();
 	InvalidateTree(relid);
 }

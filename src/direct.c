@@ -575,22 +575,8 @@ DirectUpdate(DirectTable *dt, ItemPointer otid, HeapTuple newtup)
 	DirectCheckNotNull(dt->rel, newtup);
 	/* a table published for updates needs a replica identity */
 	CheckCmdReplicaIdentity(dt->rel, CMD_UPDATE);
-	/* 16 made heap_update() report which indexes need new entries */
-#if PG_VERSION_NUM >= 160000
-	{
-		TU_UpdateIndexes update_indexes;
-
-		result = heap_update(dt->rel, otid, newtup, GetCurrentCommandId(true),
-							 InvalidSnapshot, true, &tmfd, &lockmode,
-							 &update_indexes);
-		/* every index here is a B-tree: TU_Summarizing cannot happen */
-		need_indexes = (result == TM_Ok && update_indexes == TU_All);
-	}
-#else
-	result = heap_update(dt->rel, otid, newtup, GetCurrentCommandId(true),
-						 InvalidSnapshot, true, &tmfd, &lockmode);
-	need_indexes = (result == TM_Ok && !HeapTupleIsHeapOnly(newtup));
-#endif
+	result = FencingHeapUpdate(dt->rel, otid, newtup, GetCurrentCommandId(true),
+							   &tmfd, &lockmode, &need_indexes);
 	if (need_indexes)
 	{
 		/*

@@ -32,7 +32,7 @@ typedef struct Fence
 #define PG_GETARG_FENCE_P(n)	DatumGetFenceP(PG_GETARG_DATUM(n))
 #define PG_RETURN_FENCE_P(x)	return FencePGetDatum(x)
 
-/* The SQLSTATE class SF, see the SPEC */
+/* The SQLSTATE class SF: the extension's own errors */
 #define ERRCODE_STALE_FENCE_TOKEN			MAKE_SQLSTATE('S','F','0','0','1')
 #define ERRCODE_FENCE_TOKEN_REQUIRED		MAKE_SQLSTATE('S','F','0','0','2')
 #define ERRCODE_IDEMPOTENCY_KEY_REUSED		MAKE_SQLSTATE('S','F','0','0','3')
@@ -72,6 +72,7 @@ pg_noreturn extern void ReportStaleToken(const Fence *token, const Fence *fence,
 pg_noreturn extern void ReportStaleTokenHidden(const Fence *token, Relation rel,
 											   const char *scope_name);
 pg_noreturn extern void ReportTokenRequired(Relation rel, const char *what);
+pg_noreturn extern void ReportScopeStorageMissing(const char *scope_name, Oid relid);
 pg_noreturn extern void ReportConflictingTokens(const Fence *setting,
 												const Fence *column,
 												Relation rel);
@@ -85,12 +86,6 @@ extern bool FencingBypass;
 extern void FencingGucInit(void);
 extern const Fence *FencingTokenSetting(void);
 
-/*
- * protect.c: true while protect()/unprotect() run their own DDL, which the
- * DDL guard (ddl_guard.c) must let through.
- */
-extern bool FencingDdlGuardSuspended;
-extern void RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg);
 
 /*
  * scopes.c, scope_storage.c: a key or table scope's fences live in a table
@@ -149,8 +144,6 @@ extern void GuardConfigInit(void);
 /* visibility.c: who may read a key value or a fence */
 extern bool FencingMayReadGuardedKeys(Relation rel, GuardConfig *cfg);
 
-/* replication.c: the extension's own tables under logical replication */
-extern bool FencingIsLocalStateTrigger(const Trigger *t);
 
 /* scopes.c: check and advance a scope's fence, atomically with the write */
 extern bool ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
@@ -165,6 +158,7 @@ extern int	ScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
 							Datum *b, bool *bnulls);
 extern char *ScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls);
 extern void ScopesInit(void);
+extern bool FencingIsLocalStateTrigger(const Trigger *t);
 
 /* scope_storage.c: the scopes' owners and storage tables */
 #define FENCING_SCOPE_NAME_MAXLEN	255 /* bytes */
@@ -176,7 +170,6 @@ extern ScopeStorage *ScopeStorageOpenRelation(Oid storage, const char *scope_nam
 extern Oid	ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 							const AttrNumber *key_attnums, const char *const *key_names,
 							bool protected_here);
-pg_noreturn extern void ReportScopeStorageMissing(const char *scope_name, Oid relid);
 extern void CheckScopeName(const char *scope_name);
 extern void CheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name);
 extern void SeedScopesFrom(Oid protected_relid, Oid source_relid);
@@ -206,24 +199,9 @@ extern void FencingCheckProtectable(Relation rel, const char *fence_column,
 									int nkeys, Datum *keynames);
 extern void FencingGuardTree(Oid relid);
 extern void FencingUnguardTree(Oid relid);
+extern void FencingRunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid,
+											void *arg);
 
-/* citus.c: distributed and reference tables, when Citus is installed */
-extern void FencingCitusCheckProtect(Relation rel, const char *fence_column,
-									 int nkeys, Datum *keynames, bool strict,
-									 const char *scope_name, const char *lease);
-extern const char *FencingCitusGuardArgs(Oid relid);
-extern int	FencingCitusBeginTriggerDdl(Oid relid);
-extern void FencingCitusEndTriggerDdl(int level);
-extern void FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg,
-										 MemoryContext cxt);
-extern bool FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
-										char **fence_column, int *nkeys,
-										char ***key_columns);
-extern void FencingCitusPrepareStorage(Relation rel, Oid storage);
-extern bool FencingCitusDistributesStorage(Oid relid);
-extern bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
-								  int nkeys, Datum *keynames, Oid source_relid);
-extern void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);
 
 /* stats.c: counters in shared memory, present only with the preload */
 typedef enum FencingTableCounter

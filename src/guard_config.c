@@ -29,6 +29,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "cluster.h"
 #include "fencing.h"
 
 typedef struct GuardConfigEntry
@@ -194,7 +195,7 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 			ReportScopeStorageMissing(cfg->scope_name, relid);
 		CheckKeysMatchScope(rel, cfg);
 		/* citus: a distributed storage is written on its shards only */
-		FencingCitusCheckLocalStorage(rel, cfg->scope);
+		FencingClusterCheckLocalStorage(rel, cfg->scope);
 	}
 	else if (cfg->nkeys >= 0)
 	{
@@ -242,7 +243,7 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
 	/* citus: a shard of a distributed table, by its trigger's settings */
 	if (!cfg->protected)
 	{
-		FencingCitusShardGuardConfig(rel, cfg, entry->cxt);
+		FencingClusterShardGuardConfig(rel, cfg, entry->cxt);
 		/* in key scope, its co-located storage shard */
 		if (cfg->protected && cfg->scope != NULL)
 			CheckKeysMatchScope(rel, cfg);

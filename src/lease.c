@@ -63,9 +63,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#if PG_VERSION_NUM >= 150000
 #include "access/xlogrecovery.h"
-#endif
 #include "catalog/pg_type.h"
 #include "catalog/namespace.h"
 #include "executor/spi.h"
@@ -225,12 +223,7 @@ ServerTimeline(void)
 		(void) GetXLogReplayRecPtr(&tli);
 		return tli;
 	}
-#if PG_VERSION_NUM >= 150000
 	return GetWALInsertionTimeLine();
-#else
-	/* set by InitXLOGAccess(), which RecoveryInProgress() has called */
-	return ThisTimeLineID;
-#endif
 }
 
 /*

@@ -145,12 +145,7 @@ FencingProtectedTableOid(void)
 		return InvalidOid;
 	/* opening it may run the callback: set the statics only afterwards */
 	rel = table_open(table, AccessShareLock);
-#if PG_VERSION_NUM >= 180000
-	/* PostgreSQL 18 added deferrable_ok; ours is not deferrable */
-	pkey = RelationGetPrimaryKeyIndex(rel, false);
-#else
-	pkey = RelationGetPrimaryKeyIndex(rel);
-#endif
+	pkey = FencingRelationGetPrimaryKeyIndex(rel);
 	table_close(rel, AccessShareLock);
 	if (!OidIsValid(pkey))
 		return InvalidOid;

@@ -218,9 +218,7 @@ typedef struct PendingForget
 
 static PendingForget *pending_forgets = NULL;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
 
@@ -297,12 +295,8 @@ FencingStatsInit(void)
 							NULL,
 							NULL);
 
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = FencingStatsShmemRequest;
-#else
-	FencingStatsShmemRequest();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = FencingStatsShmemStartup;
 
@@ -335,10 +329,8 @@ FencingStatsShmemSize(void)
 static void
 FencingStatsShmemRequest(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 
 	RequestAddinShmemSpace(FencingStatsShmemSize());
 	RequestNamedLWLockTranche(FENCING_STATS_TRANCHE, 1);

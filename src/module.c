@@ -1,9 +1,12 @@
 /*-------------------------------------------------------------------------
  *
- * fencing.c
+ * module.c
  *	  Module entry point of the fencing extension: the module magic and
- *	  _PG_init, which registers the settings and, when the library is
+ *	  _PG_init, which registers the settings, the caches' invalidation
+ *	  callbacks, the integration with Citus and, when the library is
  *	  preloaded, the shared memory of the statistics.
+ *
+ * It stands above every module it initialises; none of them calls it.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,9 +15,14 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include "citus.h"
 #include "fencing.h"
 
+#ifdef PG_MODULE_MAGIC_EXT
+PG_MODULE_MAGIC_EXT(.name = "fencing",.version = FENCING_LIBRARY_VERSION);
+#else
 PG_MODULE_MAGIC;
+#endif
 
 void		_PG_init(void);
 
@@ -27,6 +35,9 @@ _PG_init(void)
 	GuardConfigInit();
 	FencingProtectionInit();
 	ScopesInit();
+
+	/* Citus, behind the interface of cluster.h */
+	FencingCitusInit();
 
 	/* shared memory of the statistics */
 	FencingStatsInit();
