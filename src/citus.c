@@ -315,8 +315,7 @@ GetCitusTable(Oid relid)
 
 	if (!CitusPresent())
 		return result;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT p.partmethod::pg_catalog.text, p.repmodel::pg_catalog.text, "
 							   "p.colocationid, "
 							   "CASE WHEN p.partkey IS NULL OR p.partkey OPERATOR(pg_catalog.=) '' THEN NULL "
@@ -408,8 +407,7 @@ CitusShardOf(Oid relid)
 		return InvalidOid;
 
 	values[0] = Int64GetDatum(shardid);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT logicalrelid::pg_catalog.oid FROM pg_catalog.pg_dist_shard "
 							   "WHERE shardid OPERATOR(pg_catalog.=) $1",
 							   1, argtypes, values, NULL, true, 1);
@@ -521,8 +519,7 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 
 	values[0] = CStringGetTextDatum(scope_name);
 	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT relid::pg_catalog.oid FROM fencing.protected "
 							   "WHERE scope_name OPERATOR(pg_catalog.=) $1 "
 							   "AND key_columns IS NOT NULL "
@@ -795,8 +792,7 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
 		values[0] = CStringGetTextDatum(FencingQualifiedName(storage));
 		values[1] = CStringGetTextDatum(psprintf("key_%d", pending.dist_key));
 		values[2] = CStringGetTextDatum(FencingQualifiedName(RelationGetRelid(rel)));
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
+		FencingSpiConnect();
 		FencingBecomeOwner(&saved);
 		/* the storage's key columns may be NULL: no index can identify a row */
 		FencingRunUtility(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", FencingQualifiedName(storage)));
@@ -888,8 +884,7 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 	appendStringInfoString(&sql, ") DO UPDATE SET fence = EXCLUDED.fence "
 						   "WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence");
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	rc = SPI_execute(sql.data, false, 0);
 	if (rc != SPI_OK_INSERT)
@@ -1023,8 +1018,7 @@ ColocatedStorageShard(Relation rel, Oid storage_shell)
 		return InvalidOid;
 	values[0] = Int64GetDatum(shardid);
 	values[1] = ObjectIdGetDatum(storage_shell);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))::pg_catalog.oid "
 							   "FROM pg_catalog.pg_dist_shard me, pg_catalog.pg_dist_shard s "
 							   "WHERE me.shardid OPERATOR(pg_catalog.=) $1 "
@@ -1320,7 +1314,7 @@ SyncShardTruncateGuard(Oid relid)
 
 /* SyncShardTruncateGuard() as the DDL guard's suspended work */
 static void
-SyncShardTruncateGuardOf(Oid relid, void *arg)
+SyncShardTruncateGuardOf(Oid relid, void *arg pg_attribute_unused())
 {
 	SyncShardTruncateGuard(relid);
 }
@@ -1350,8 +1344,7 @@ CheckNewPartitionOfCitusTable(RangeVar *parent_rv)
 	/* the parent, or the root it is a partition of, protected */
 	values[0] = ObjectIdGetDatum(get_rel_relispartition(parent) ?
 								 llast_oid(get_partition_ancestors(parent)) : parent);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT 1 FROM fencing.protected p "
 							   "WHERE p.relid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
 							   1, argtypes, values, NULL, true, 1);
@@ -1428,8 +1421,7 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 	 * inside protect() or unprotect() itself, when Citus executes their
 	 * DDL on a placement of this node.
 	 */
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	in_truncate_sync = true;
 	PG_TRY();
 	{

@@ -1391,8 +1391,7 @@ InvalidateTree(Oid root)
 static void
 GuardTree(Oid root)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingRunWithDdlGuardSuspended(GuardMembers, root, NULL);
 	SPI_finish();
 	InvalidateTree(root);
@@ -1497,8 +1496,7 @@ FencingGuardTree(Oid relid)
 void
 FencingUnguardTree(Oid relid)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingRunWithDdlGuardSuspended(UnguardMembers, relid, NULL);
 	SPI_finish();
 	InvalidateTree(relid);
@@ -1516,8 +1514,7 @@ ProtectDetached(Oid part, Protection *p)
 	FencingSavedUser saved;
 	int			rc;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	/* every setting of the tree's row, whatever columns it has */
 	values[0] = ObjectIdGetDatum(part);
 	values[1] = ObjectIdGetDatum(p->relid);
@@ -2437,8 +2434,7 @@ ForgetProtections(List *relids)
 	FencingSavedUser saved;
 	ListCell   *lc;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	foreach(lc, relids)
 	{

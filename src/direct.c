@@ -26,8 +26,14 @@
  * and then finds its row, or inserts after a rollback.  DirectUpdate is
  * heap_update plus index entries when the update is not HOT.
  *
- * Used by the idempotency helpers (idempotency.c); written so that the
- * typed scope storage can use it for the first write of a new key.
+ * Used by the idempotency helpers (idempotency.c).  The scopes' storage
+ * (scopes.c) is written without the executor too, in a way of its own,
+ * on purpose: it runs on every guarded write, its first writers of a key
+ * are already serialised by a lock on the key's hash (so it inserts with
+ * simple_heap_insert, without the speculative insertion's second WAL
+ * record and index pass), and it updates in place, HOT, the fence being
+ * in no index.  The idempotency tables have no such lock and need the
+ * arbiter's guarantee from the insertion itself.
  *
  *-------------------------------------------------------------------------
  */

@@ -79,8 +79,7 @@ fencing_drop_extension_start(PG_FUNCTION_ARGS)
 	if (!DropsFencing(trigdata->parsetree) || !ScopeStorageLayout())
 		PG_RETURN_NULL();
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	rc = SPI_execute("SELECT s.storage::pg_catalog.oid FROM fencing.scope_storage s "
 					 "JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.storage "

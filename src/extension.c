@@ -130,6 +130,18 @@ FencingRelOwner(Oid relid)
 }
 
 /*
+ * Connect to SPI: every module's queries of the extension's tables go
+ * through SPI_connect() here, FencingRunUtility() and FencingExecuteLatest()
+ * (or SPI_execute*() with their own check of the result).
+ */
+void
+FencingSpiConnect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+/*
  * Run one utility statement the extension built through SPI (connected by
  * the caller); elog, as for a cannot-happen, on any other outcome.
  */

@@ -55,6 +55,7 @@ extern void FencingRestoreUser(const FencingSavedUser *saved);
 extern bool FencingActsFor(Oid owner);
 extern char *FencingQualifiedName(Oid relid);
 extern Oid	FencingRelOwner(Oid relid);
+extern void FencingSpiConnect(void);
 extern void FencingRunUtility(const char *sql);
 extern int	FencingExecuteLatest(const char *sql, int nargs, Oid *argtypes,
 								 Datum *values, const char *nulls,

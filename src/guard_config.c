@@ -234,8 +234,7 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
 	cfg->relid = relid;
 	cfg->protected = false;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	/* ddlguard: the protecting table, through partitions and inheritance */
 	if (OidIsValid(FencingProtectedBy(relid)))
 		(void) ReadProtectedRow(rel, FencingProtectedBy(relid), entry);

@@ -900,8 +900,7 @@ IdemConnect(FencingSavedUser *caller)
 	 */
 	LockRelationOid(IdemGetTable()->relid, RowExclusiveLock);
 	(void) IdemGetTable();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(caller);
 }
 

@@ -269,8 +269,7 @@ ReadLease(const char *name, Oid table_owner)
 
 	lease_cache.valid = false;
 	FencingBecomeOwner(&saved);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (lease_plan == NULL || lease_plan_has_owner != has_owner)
 	{
 		Oid			argtypes[1] = {TEXTOID};
@@ -401,8 +400,7 @@ ReadLeaseForReport(const char *name, TimestampTz *granted_at,
 		return;
 
 	args[0] = CStringGetTextDatum(name);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	rc = SPI_execute_with_args(has_owner ?
 							   "SELECT granted_at, owner FROM fencing.leases "
@@ -630,8 +628,7 @@ LeaseExpiry(FunctionCallInfo fcinfo, int argno, TimestampTz now)
 static void
 LeaseConnect(FencingSavedUser *caller)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(caller);
 }
 

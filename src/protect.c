@@ -313,8 +313,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	if (lease != NULL)
 		CheckLeaseForTable(lease, rel->rd_rel->relowner, rel);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 
 	/*
 	 * key and table scope: the scope's storage, the caller's to use; a table
@@ -402,8 +401,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	CheckProtectable(rel, "unprotect");
 	tree = RelationTree(rel);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (!IsProtected(relid, NULL))
 	{
 		ereport(NOTICE,

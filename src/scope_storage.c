@@ -311,8 +311,7 @@ ScopeStorageRegistered(const char *scope_name)
 
 	if (!ScopeStorageLayout())
 		return InvalidOid;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (ReadRegistry(scope_name, false, &entry))
 		storage = entry.storage;
 	SPI_finish();
@@ -1085,8 +1084,7 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	bool		have_max = false;
 	int			rc;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	values[0] = ObjectIdGetDatum(protected_relid);
 	rc = FencingExecuteLatest("SELECT fence_column, key_columns, scope_name "
 							  "FROM fencing.protected WHERE relid OPERATOR(pg_catalog.=) $1",
@@ -1260,8 +1258,7 @@ fencing_scope_create(PG_FUNCTION_ARGS)
 					 errdetail("It has no default btree operator class.")));
 	}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (ReadRegistry(scope_name, true, &entry))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -1349,8 +1346,7 @@ fencing_reset_scope(PG_FUNCTION_ARGS)
 	RequireStorageLayout();
 	LockScopeName(scope_name);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (!ReadRegistry(scope_name, true, &entry))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

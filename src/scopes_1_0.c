@@ -151,8 +151,7 @@ LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 	args[2] = FencePGetDatum(token);
 
 	FencingBecomeOwner(&saved);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	PrepareLegacyPlans();
 	rc = SPI_execute_plan(upsert_plans[strict ? 0 : 1], args, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
@@ -545,8 +544,7 @@ fencing_convert_scope_1_0(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	scope = ScopeStorageOpen(scope_name, fncxt);
 	if (scope == NULL)
 		elog(ERROR, "fencing scope \"%s\" has no storage", scope_name);

@@ -97,8 +97,7 @@ ScopeOwner(const char *scope_name)
 	if (scope_name == NULL || !ScopeStorageLayout())
 		return InvalidOid;
 	values[0] = CStringGetTextDatum(scope_name);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	rc = SPI_execute_with_args("SELECT owner::pg_catalog.oid FROM fencing.scope_storage "
 							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
@@ -415,8 +414,7 @@ fencing_scope_fences(PG_FUNCTION_ARGS)
 	if (!ScopeStorageLayout())
 		return (Datum) 0;		/* objects at 1.0: no such function there */
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	scopes = VisibleScopes(per_query);
 	foreach(lc, scopes)
 	{
