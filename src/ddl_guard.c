@@ -1521,11 +1521,12 @@ ProtectDetached(Oid part, Protection *p)
 	values[0] = ObjectIdGetDatum(part);
 	values[1] = ObjectIdGetDatum(p->relid);
 	FencingBecomeRole(FencingRelOwner(part), &saved);
-	rc = SPI_execute_with_args("SELECT fencing.protect($1::pg_catalog.regclass, p.fence_column, "
-							   "p.key_columns, p.strict, p.scope_name, p.lease) "
-							   "FROM fencing.protected p "
-							   "WHERE p.relid OPERATOR(pg_catalog.=) $2",
-							   2, argtypes, values, NULL, false, 0);
+	/* the tree's row as it is now, whatever this transaction's snapshot */
+	rc = FencingExecuteLatest("SELECT fencing.protect($1::pg_catalog.regclass, p.fence_column, "
+							  "p.key_columns, p.strict, p.scope_name, p.lease) "
+							  "FROM fencing.protected p "
+							  "WHERE p.relid OPERATOR(pg_catalog.=) $2",
+							  2, argtypes, values, NULL, false, 0);
 	FencingRestoreUser(&saved);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not protect detached table: %s",
