@@ -152,7 +152,14 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "ddl_guard.h"
+#include "extension.h"
+#include "fence.h"
+#include "guard_config.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "scopes.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -186,7 +193,12 @@
 
 #include "citus.h"
 #include "cluster.h"
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
+#include "protection.h"
+#include "ddl_guard.h"
 
 static void FencingCitusCheckProtect(Relation rel, const char *fence_column,
 									 int nkeys, Datum *keynames, bool strict,

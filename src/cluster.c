@@ -7,7 +7,9 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "guard_config.h"
 #include "postgres.h"
+#include "scopes.h"
 
 #include "cluster.h"
 

@@ -18,7 +18,8 @@
 #ifndef FENCING_CLUSTER_H
 #define FENCING_CLUSTER_H
 
-#include "fencing.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 typedef struct FencingClusterHooks
 {

@@ -3,7 +3,7 @@
  * compat.h
  *	  The server APIs that differ between the PostgreSQL releases fencing
  *	  builds against (15 to 18; built and tested on 15 and 18), each shim
- *	  with the release that changed it.  Included by fencing.h.
+ *	  with the release that changed it.  Included by fence.h and by the files that need it alone.
  *
  *-------------------------------------------------------------------------
  */

@@ -21,7 +21,9 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
 #include "postgres.h"
+#include "scope_storage.h"
 
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
@@ -30,7 +32,8 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "fencing.h"
+#include "extension.h"
+#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_drop_extension_start);
 

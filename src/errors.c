@@ -9,12 +9,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
 
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "fencing.h"
+#include "fence.h"
 
 /*
  * Raise SF001: token is not newer than fence.

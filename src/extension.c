@@ -15,6 +15,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
 #include "postgres.h"
 
 #include "access/htup_details.h"
@@ -30,7 +31,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "extension.h"
 
 /* The OID of schema fencing (fixed by the control file). */
 Oid

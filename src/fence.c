@@ -10,6 +10,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
 
 #include <limits.h>
@@ -20,7 +21,7 @@
 #include "port/pg_bswap.h"
 #include "utils/builtins.h"
 
-#include "fencing.h"
+#include "fence.h"
 
 PG_FUNCTION_INFO_V1(fence_in);
 PG_FUNCTION_INFO_V1(fence_out);

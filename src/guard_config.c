@@ -13,7 +13,14 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
+#include "guard_config.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "scopes.h"
+#include "stats.h"
 
 #include "access/htup_details.h"
 #include "catalog/partition.h"
@@ -30,7 +37,12 @@
 #include "utils/syscache.h"
 
 #include "cluster.h"
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
+#include "protection.h"
+#include "stats.h"
 
 typedef struct GuardConfigEntry
 {

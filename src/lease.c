@@ -58,7 +58,11 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
+#include "lease.h"
 #include "postgres.h"
+#include "stats.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -77,7 +81,10 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "stats.h"
+#include "lease.h"
 
 PG_FUNCTION_INFO_V1(fencing_server_timeline);
 PG_FUNCTION_INFO_V1(fencing_lease_acquire);

@@ -10,13 +10,22 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "guard_config.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scopes.h"
+#include "settings.h"
+#include "stats.h"
 
 #include "fmgr.h"
 #include "utils/guc.h"
 
 #include "citus.h"
-#include "fencing.h"
+#include "settings.h"
+#include "guard_config.h"
+#include "scopes.h"
+#include "protection.h"
+#include "stats.h"
 
 #ifdef PG_MODULE_MAGIC_EXT
 PG_MODULE_MAGIC_EXT(.name = "fencing",.version = FENCING_LIBRARY_VERSION);

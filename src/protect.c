@@ -13,7 +13,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "ddl_guard.h"
+#include "extension.h"
+#include "lease.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "stats.h"
 
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -37,7 +43,12 @@
 #include "utils/syscache.h"
 
 #include "cluster.h"
-#include "fencing.h"
+#include "extension.h"
+#include "scopes.h"
+#include "protection.h"
+#include "ddl_guard.h"
+#include "stats.h"
+#include "lease.h"
 
 PG_FUNCTION_INFO_V1(fencing_protect);
 PG_FUNCTION_INFO_V1(fencing_unprotect);

@@ -32,6 +32,7 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+#include "protection.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -52,7 +53,8 @@
 #include "utils/relcache.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "compat.h"
+#include "protection.h"
 
 typedef struct ProtectionEntry
 {

@@ -48,7 +48,10 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
+#include "scope_storage.h"
+#include "scopes.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -64,7 +67,9 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_local_state);
 

@@ -44,7 +44,11 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
 #include "postgres.h"
+#include "scope_storage.h"
+#include "scopes.h"
 
 #include "access/detoast.h"
 #include "access/hash.h"
@@ -95,7 +99,10 @@
 #include "common/sha2.h"
 
 #include "cluster.h"
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 /* The lock protect() holds on a scope's name: see ScopeStorageFor() */
 #define FENCING_SCOPE_NAME_LOCK		71

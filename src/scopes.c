@@ -47,7 +47,10 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
 #include "postgres.h"
+#include "scopes.h"
 
 #include "access/detoast.h"
 #include "access/genam.h"
@@ -78,7 +81,10 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 /*
  * The lock a first writer of a key holds while it inserts the key's row:
@@ -95,14 +101,13 @@
 
 /*
  * The key of a row of a protected relation into key/nulls: its key
- * columns' values (detoasted, so that they can be stored and compared
+ * columns' values (key_attnums, in the scope's order) (detoasted, so that they can be stored and compared
  * alone), or the constant true of table scope.
  */
 void
-ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
-		   Datum *key, bool *nulls)
+ScopeKeyOf(ScopeStorage *scope, const AttrNumber *key_attnums,
+		   HeapTuple tuple, TupleDesc desc, Datum *key, bool *nulls)
 {
-	ScopeStorage *scope = cfg->scope;
 	int			i;
 
 	if (scope->table_scope)
@@ -113,7 +118,7 @@ ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
 	}
 	for (i = 0; i < scope->nkeys; i++)
 	{
-		key[i] = heap_getattr(tuple, cfg->key_attnums[i], desc, &nulls[i]);
+		key[i] = heap_getattr(tuple, key_attnums[i], desc, &nulls[i]);
 		if (!nulls[i] && scope->typlen[i] == -1 &&
 			VARATT_IS_EXTERNAL(DatumGetPointer(key[i])))
 			key[i] = PointerGetDatum(detoast_external_attr((struct varlena *)

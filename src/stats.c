@@ -80,7 +80,9 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
+#include "stats.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -112,7 +114,8 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(fencing_stats_internal);
 PG_FUNCTION_INFO_V1(fencing_idempotency_stats_internal);

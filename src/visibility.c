@@ -32,7 +32,11 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "guard_config.h"
 #include "postgres.h"
+#include "scope_storage.h"
+#include "visibility.h"
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
@@ -49,7 +53,10 @@
 #include "utils/rel.h"
 #include "utils/tuplestore.h"
 
-#include "fencing.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "visibility.h"
+#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_scope_fences);
 
