@@ -15,7 +15,7 @@
 EXTENSION = fencing
 MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
-OBJS_CORE = src/fencing.o src/extension.o src/fence.o src/advance.o src/errors.o
+OBJS_CORE = src/module.o src/cluster.o src/extension.o src/fence.o src/advance.o src/errors.o
 
 OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
 	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
@@ -38,6 +38,10 @@ OBJS_LOCKSVC = src/lock_services.o
 
 OBJS = $(OBJS_CORE) $(OBJS_GUARD) $(OBJS_STATS) $(OBJS_IDEM) $(OBJS_DIRECT) $(OBJS_LEASE) $(OBJS_CITUS) \
 	$(OBJS_ROLES) $(OBJS_LOCKSVC)
+
+# the version the library reports in its module magic (PostgreSQL 18)
+EXTVERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'.*/\1/p" $(dir $(lastword $(MAKEFILE_LIST)))fencing.control)
+PG_CPPFLAGS += -DFENCING_LIBRARY_VERSION='"$(EXTVERSION)"'
 
 # 1.0 is released and frozen: every SQL change ships in an update script
 DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql
@@ -71,7 +75,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race \
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race detach_rr \
 	ddl_guard_race ddl_guard_locks seed_protect_race seed_attach_race scope_lifecycle_rr \
 	trigger_owner_race
 

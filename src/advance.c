@@ -12,11 +12,12 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
 
 #include "fmgr.h"
 
-#include "fencing.h"
+#include "fence.h"
 
 PG_FUNCTION_INFO_V1(fence_advance);
 

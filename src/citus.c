@@ -152,7 +152,14 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "ddl_guard.h"
+#include "extension.h"
+#include "fence.h"
+#include "guard_config.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "scopes.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -184,7 +191,31 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "citus.h"
+#include "cluster.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
+#include "protection.h"
+#include "ddl_guard.h"
+
+static void FencingCitusCheckProtect(Relation rel, const char *fence_column,
+									 int nkeys, Datum *keynames, bool strict,
+									 const char *scope_name, const char *lease);
+static const char *FencingCitusGuardArgs(Oid relid);
+static int	FencingCitusBeginTriggerDdl(Oid relid);
+static void FencingCitusEndTriggerDdl(int level);
+static void FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg,
+										 MemoryContext cxt);
+static bool FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
+										char **fence_column, int *nkeys,
+										char ***key_columns);
+static void FencingCitusPrepareStorage(Relation rel, Oid storage);
+static bool FencingCitusDistributesStorage(Oid relid);
+static bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
+								  int nkeys, Datum *keynames, Oid source_relid);
+static void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);
 
 PG_FUNCTION_INFO_V1(fencing_citus_ddl_end);
 
@@ -296,8 +327,7 @@ GetCitusTable(Oid relid)
 
 	if (!CitusPresent())
 		return result;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT p.partmethod::pg_catalog.text, p.repmodel::pg_catalog.text, "
 							   "p.colocationid, "
 							   "CASE WHEN p.partkey IS NULL OR p.partkey OPERATOR(pg_catalog.=) '' THEN NULL "
@@ -389,8 +419,7 @@ CitusShardOf(Oid relid)
 		return InvalidOid;
 
 	values[0] = Int64GetDatum(shardid);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT logicalrelid::pg_catalog.oid FROM pg_catalog.pg_dist_shard "
 							   "WHERE shardid OPERATOR(pg_catalog.=) $1",
 							   1, argtypes, values, NULL, true, 1);
@@ -502,8 +531,7 @@ CheckScopeColocation(Relation rel, CitusTable *ct, const char *scope_name)
 
 	values[0] = CStringGetTextDatum(scope_name);
 	values[1] = ObjectIdGetDatum(RelationGetRelid(rel));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT relid::pg_catalog.oid FROM fencing.protected "
 							   "WHERE scope_name OPERATOR(pg_catalog.=) $1 "
 							   "AND key_columns IS NOT NULL "
@@ -603,7 +631,7 @@ CheckStorageColocation(Relation rel, CitusTable *ct, int dist_key,
 						 ct->distcol, st.distcol ? st.distcol + 4 : "?")));
 }
 
-void
+static void
 FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 						 Datum *keynames, bool strict, const char *scope_name,
 						 const char *lease)
@@ -756,7 +784,7 @@ CreatedInThisTransaction(Oid relid)
  * an existing one must be so already.  Then the guard's arguments name
  * it.  Nothing to do for any other table.
  */
-void
+static void
 FencingCitusPrepareStorage(Relation rel, Oid storage)
 {
 	CitusTable	ct;
@@ -776,8 +804,7 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
 		values[0] = CStringGetTextDatum(FencingQualifiedName(storage));
 		values[1] = CStringGetTextDatum(psprintf("key_%d", pending.dist_key));
 		values[2] = CStringGetTextDatum(FencingQualifiedName(RelationGetRelid(rel)));
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
+		FencingSpiConnect();
 		FencingBecomeOwner(&saved);
 		/* the storage's key columns may be NULL: no index can identify a row */
 		FencingRunUtility(psprintf("ALTER TABLE %s REPLICA IDENTITY FULL", FencingQualifiedName(storage)));
@@ -800,7 +827,7 @@ FencingCitusPrepareStorage(Relation rel, Oid storage)
  * logical replication (replication.c): Citus moves and splits it by
  * logical replication of its own.
  */
-bool
+static bool
 FencingCitusDistributesStorage(Oid relid)
 {
 	return OidIsValid(pending.relid) && pending.relid == relid && pending.nkeys > 0;
@@ -827,7 +854,7 @@ FencingCitusDistributesStorage(Oid relid)
  * snapshot of ours can reach the worker.  So it refuses (0A000), before
  * writing anything, with the way that works.
  */
-bool
+static bool
 FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 					  int nkeys, Datum *keynames, Oid source_relid)
 {
@@ -869,8 +896,7 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 	appendStringInfoString(&sql, ") DO UPDATE SET fence = EXCLUDED.fence "
 						   "WHERE s.fence OPERATOR(fencing.<) EXCLUDED.fence");
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	rc = SPI_execute(sql.data, false, 0);
 	if (rc != SPI_OK_INSERT)
@@ -888,7 +914,7 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
  * would fence nothing.  Such a table (one undistributed after protect(),
  * say) fails closed with SF005.
  */
-void
+static void
 FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
 {
 	if (scope == NULL || !CitusPresent() || !IsCitusTable(scope->relid))
@@ -909,7 +935,7 @@ FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
  * none): the settings of a Citus table, checked by FencingCitusCheckProtect
  * in this same protect().
  */
-const char *
+static const char *
 FencingCitusGuardArgs(Oid relid)
 {
 	StringInfoData args;
@@ -942,7 +968,7 @@ FencingCitusGuardArgs(Oid relid)
  * distributed and reference tables) until FencingCitusEndTriggerDdl, as a
  * function's SET clause would.  Returns the GUC nest level to end, or -1.
  */
-int
+static int
 FencingCitusBeginTriggerDdl(Oid relid)
 {
 	int			level;
@@ -971,7 +997,7 @@ FencingCitusBeginTriggerDdl(Oid relid)
 }
 
 /* After the trigger DDL: the setting and the user as they were. */
-void
+static void
 FencingCitusEndTriggerDdl(int level)
 {
 	if (pending.as_owner)
@@ -1004,8 +1030,7 @@ ColocatedStorageShard(Relation rel, Oid storage_shell)
 		return InvalidOid;
 	values[0] = Int64GetDatum(shardid);
 	values[1] = ObjectIdGetDatum(storage_shell);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid))::pg_catalog.oid "
 							   "FROM pg_catalog.pg_dist_shard me, pg_catalog.pg_dist_shard s "
 							   "WHERE me.shardid OPERATOR(pg_catalog.=) $1 "
@@ -1057,7 +1082,7 @@ ReportShardScopeBroken(Relation rel, Oid shell, const char *scope_name,
  * the co-located shard of its storage on this node, which must be there
  * (SF005 otherwise).
  */
-void
+static void
 FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 {
 	Trigger    *t;
@@ -1191,7 +1216,7 @@ CatalogCitusGuardTrigger(Oid relid, Trigger *t)
  * no lock: the DDL guard asks at ddl_command_start too.  Settings it
  * cannot read leave the columns unguarded and the triggers guarded.
  */
-bool
+static bool
 FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
 							char **fence_column, int *nkeys, char ***key_columns)
 {
@@ -1299,6 +1324,13 @@ SyncShardTruncateGuard(Oid relid)
 	}
 }
 
+/* SyncShardTruncateGuard() as the DDL guard's suspended work */
+static void
+SyncShardTruncateGuardOf(Oid relid, void *arg pg_attribute_unused())
+{
+	SyncShardTruncateGuard(relid);
+}
+
 /*
  * A partition created under a protected distributed table gets the guard's
  * TRUNCATE trigger (ddl_guard.c) just before Citus distributes it, which
@@ -1324,8 +1356,7 @@ CheckNewPartitionOfCitusTable(RangeVar *parent_rv)
 	/* the parent, or the root it is a partition of, protected */
 	values[0] = ObjectIdGetDatum(get_rel_relispartition(parent) ?
 								 llast_oid(get_partition_ancestors(parent)) : parent);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT 1 FROM fencing.protected p "
 							   "WHERE p.relid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
 							   1, argtypes, values, NULL, true, 1);
@@ -1358,7 +1389,6 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 	Node	   *parsetree;
 	RangeVar   *rv = NULL;
 	Oid			relid;
-	bool		suspended;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -1403,21 +1433,37 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 	 * inside protect() or unprotect() itself, when Citus executes their
 	 * DDL on a placement of this node.
 	 */
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	suspended = FencingDdlGuardSuspended;
+	FencingSpiConnect();
 	in_truncate_sync = true;
-	FencingDdlGuardSuspended = true;
 	PG_TRY();
 	{
-		SyncShardTruncateGuard(relid);
+		FencingRunWithDdlGuardSuspended(SyncShardTruncateGuardOf, relid, NULL);
 	}
 	PG_FINALLY();
 	{
 		in_truncate_sync = false;
-		FencingDdlGuardSuspended = suspended;
 	}
 	PG_END_TRY();
 	SPI_finish();
 	PG_RETURN_NULL();
+}
+
+/* What the core asks of Citus (cluster.h), registered from _PG_init. */
+static const FencingClusterHooks citus_hooks = {
+	.check_protect = FencingCitusCheckProtect,
+	.guard_args = FencingCitusGuardArgs,
+	.begin_trigger_ddl = FencingCitusBeginTriggerDdl,
+	.end_trigger_ddl = FencingCitusEndTriggerDdl,
+	.shard_guard_config = FencingCitusShardGuardConfig,
+	.shard_protection = FencingCitusShardProtection,
+	.prepare_storage = FencingCitusPrepareStorage,
+	.distributes_storage = FencingCitusDistributesStorage,
+	.seed_scope = FencingCitusSeedScope,
+	.check_local_storage = FencingCitusCheckLocalStorage,
+};
+
+void
+FencingCitusInit(void)
+{
+	FencingClusterRegister(&citus_hooks);
 }

@@ -3,7 +3,7 @@
  * compat.h
  *	  The server APIs that differ between the PostgreSQL releases fencing
  *	  builds against (15 to 18; built and tested on 15 and 18), each shim
- *	  with the release that changed it.  Included by fencing.h.
+ *	  with the release that changed it.  Included by fence.h and by the files that need it alone.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,9 +15,8 @@
 #include "storage/proc.h"
 #include "utils/guc.h"
 
-/* 15 renamed EmitWarningsOnPlaceholders() to MarkGUCPrefixReserved() */
 #if PG_VERSION_NUM < 150000
-#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
+#error "fencing needs PostgreSQL 15 or later"
 #endif
 
 /* 16 replaced pg_class_ownercheck() by object_ownercheck() */
@@ -87,5 +86,53 @@ FencingSimpleHeapUpdate(Relation rel, ItemPointer otid, HeapTuple tup)
 	return !HeapTupleIsHeapOnly(tup);
 #endif
 }
+
+/*
+ * heap_update() as the executor would call it; *need_indexes: the new
+ * version needs index entries (16 made heap_update() say which; every
+ * index of the extension's tables is a B-tree, so TU_Summarizing cannot
+ * happen).
+ */
+static inline TM_Result
+FencingHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup,
+				  CommandId cid, TM_FailureData *tmfd, LockTupleMode *lockmode,
+				  bool *need_indexes)
+{
+	TM_Result	result;
+#if PG_VERSION_NUM >= 160000
+	TU_UpdateIndexes update_indexes;
+
+	result = heap_update(rel, otid, newtup, cid, InvalidSnapshot, true,
+						 tmfd, lockmode, &update_indexes);
+	*need_indexes = (result == TM_Ok && update_indexes == TU_All);
+#else
+	result = heap_update(rel, otid, newtup, cid, InvalidSnapshot, true,
+						 tmfd, lockmode);
+	*need_indexes = (result == TM_Ok && !HeapTupleIsHeapOnly(newtup));
+#endif
+	return result;
+}
+
+/* 18 gave RelationGetPrimaryKeyIndex() deferrable_ok (false: ours is not) */
+#if PG_VERSION_NUM >= 180000
+#define FencingRelationGetPrimaryKeyIndex(rel) RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define FencingRelationGetPrimaryKeyIndex(rel) RelationGetPrimaryKeyIndex(rel)
+#endif
+
+/*
+ * Soft error reporting arrived in 16; before that an input function
+ * reports every error as a hard one.
+ */
+#if PG_VERSION_NUM < 160000
+#define ereturn(context, dummy_value, ...)	\
+	do { \
+		(void) (context); \
+		ereport(ERROR, __VA_ARGS__); \
+		return dummy_value; \
+	} while (0)
+#else
+#include "nodes/miscnodes.h"
+#endif
 
 #endif							/* FENCING_COMPAT_H */

@@ -5,7 +5,7 @@
  *	  fencing triggers in place, and the trees of protected tables whole.
  *
  * What is refused (SF005, unless done through protect() or unprotect(),
- * which run their own DDL with FencingDdlGuardSuspended set):
+ * which run their own DDL through FencingRunWithDdlGuardSuspended()):
  *   - disabling, re-moding, dropping, renaming or replacing a guard
  *     trigger (CREATE OR REPLACE TRIGGER with its name), or making it
  *     depend on an extension;
@@ -67,7 +67,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "ddl_guard.h"
+#include "extension.h"
+#include "fence.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "stats.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -115,12 +121,51 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
-#include "fencing.h"
+#include "cluster.h"
+#include "fence.h"
+#include "extension.h"
+#include "scopes.h"
+#include "protection.h"
+#include "ddl_guard.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_start);
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_end);
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_drop);
 PG_FUNCTION_INFO_V1(fencing_protected_changed);
+
+/*
+ * The DDL guard's one switch: true while the extension runs its own DDL
+ * on protected tables (protect(), unprotect(), the guard's repairs, and
+ * Citus keeping a shard's triggers in step), which the guard lets through.
+ */
+static bool FencingDdlGuardSuspended = false;
+
+/*
+ * Run fn(relid, arg), the extension's own trigger DDL, with the DDL guard
+ * suspended, and the switch as it was after (this may run inside itself:
+ * Citus runs protect()'s DDL on a placement of this node).  A distributed
+ * database may need to be told about trigger DDL on its tables
+ * (cluster.h).
+ */
+void
+FencingRunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
+{
+	int			cluster_level = FencingClusterBeginTriggerDdl(relid);
+	bool		suspended = FencingDdlGuardSuspended;
+
+	FencingDdlGuardSuspended = true;
+	PG_TRY();
+	{
+		fn(relid, arg);
+	}
+	PG_FINALLY();
+	{
+		FencingDdlGuardSuspended = suspended;
+	}
+	PG_END_TRY();
+	FencingClusterEndTriggerDdl(cluster_level);
+}
 
 /* What the DDL guard needs of a protection. */
 typedef struct Protection
@@ -187,7 +232,7 @@ ProtectionOf(Oid relid)
 		 * the shard's settings and guard name from its guard trigger
 		 */
 		p->relid = relid;
-		if (FencingCitusShardProtection(relid, &p->shell, &p->guard_name,
+		if (FencingClusterShardProtection(relid, &p->shell, &p->guard_name,
 										&p->fence_column, &p->nkeys,
 										&p->key_columns))
 			return p;
@@ -293,12 +338,13 @@ Through(Oid relid, Protection *p)
 }
 
 /*
- * Raise SF005 for DDL on relid, protected by p.  what is the primary
- * message without the table ("cannot drop trigger ..."); column, when
- * given, goes into the error fields.
+ * Raise SF005 for DDL on relid, protected by p.  message is the whole
+ * primary message, written out at each call ("cannot drop trigger \"%s\"
+ * of protected table \"%s\""); why is what the guard would lose; column,
+ * when given, goes into the error fields.
  */
 static void
-ReportGuardAltered(Oid relid, Protection *p, const char *what,
+ReportGuardAltered(Oid relid, Protection *p, const char *message,
 				   const char *column, const char *why)
 {
 	Relation	rel = try_relation_open(relid, AccessShareLock);
@@ -308,7 +354,7 @@ ReportGuardAltered(Oid relid, Protection *p, const char *what,
 		attnum = get_attnum(relid, column);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-			 errmsg("%s of protected table \"%s\"", what, RelName(relid)),
+			 errmsg_internal("%s", message),
 			 errdetail("Table \"%s\"%s is protected by fencing: %s",
 					   RelName(relid), Through(relid, p), why),
 			 errhint("%s", UnprotectHint(p)),
@@ -318,14 +364,14 @@ ReportGuardAltered(Oid relid, Protection *p, const char *what,
 
 /* Refuse if colname is the fence or a key column of relid (protected by p). */
 static void
-CheckKeyOrFence(Oid relid, Protection *p, const char *colname, const char *verb)
+CheckKeyOrFence(Oid relid, Protection *p, const char *colname, const char *message)
 {
 	const char *role = ColumnRole(p, colname);
 
 	if (role == NULL)
 		return;
 	ReportGuardAltered(relid, p,
-					   psprintf("cannot %s column \"%s\"", verb, colname),
+					   psprintf(message, colname, RelName(relid)),
 					   colname,
 					   strcmp(role, "fence") == 0 ?
 					   psprintf("column \"%s\" holds its fence tokens.", colname) :
@@ -334,12 +380,12 @@ CheckKeyOrFence(Oid relid, Protection *p, const char *colname, const char *verb)
 
 /* Refuse a change of relid's guard trigger trigname (protected by p). */
 static void
-CheckGuardTriggerDdl(Oid relid, Protection *p, const char *trigname, const char *verb)
+CheckGuardTriggerDdl(Oid relid, Protection *p, const char *trigname, const char *message)
 {
 	if (!IsGuardNameOf(p, trigname))
 		return;
 	ReportGuardAltered(relid, p,
-					   psprintf("cannot %s trigger \"%s\"", verb, trigname),
+					   psprintf(message, trigname, RelName(relid)),
 					   NULL,
 					   "its fencing triggers check every write.");
 }
@@ -356,10 +402,11 @@ ReportLateTrigger(Oid relid, Protection *p, const char *trigname)
 					   p->guard_name,
 					   p->relid != relid || OidIsValid(p->shell) ?
 					   psprintf(" Table \"%s\"%s.", RelName(relid), Through(relid, p)) : ""),
-			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s')%s first.",
-					 p->guard_name,
-					 FencingQualifiedName(OidIsValid(p->shell) ? p->shell : p->relid),
-					 OidIsValid(p->shell) ? " on the coordinator" : "")));
+			 OidIsValid(p->shell) ?
+			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s') on the coordinator first.",
+					 p->guard_name, FencingQualifiedName(p->shell)) :
+			 errhint("Give the trigger a name that sorts before \"%s\", or call fencing.unprotect('%s') first.",
+					 p->guard_name, FencingQualifiedName(p->relid))));
 }
 
 /*
@@ -483,7 +530,7 @@ CheckTriggerState(Oid relid, Protection *p)
 		ReportLateTrigger(relid, p, st.late);
 	if (st.misshapen != NULL)
 		ReportGuardAltered(relid, p,
-						   psprintf("trigger \"%s\" is not the fencing guard", st.misshapen),
+						   psprintf("trigger \"%s\" is not the fencing guard of protected table \"%s\"", st.misshapen, RelName(relid)),
 						   NULL,
 						   psprintf("a trigger named \"%s\" on it must be the guard that protect() installs, calling fencing.%s().",
 									st.misshapen,
@@ -811,7 +858,7 @@ CheckNewMembers(Oid newrel, Protection *p, GuardPhase phase)
 		problem = ColumnProblem(member, p->fence_column, p->nkeys, p->key_columns, &column);
 		if (problem != NULL)
 			ReportGuardAltered(member, p,
-							   psprintf("cannot guard column \"%s\"", column),
+							   psprintf("cannot guard column \"%s\" of protected table \"%s\"", column, RelName(member)),
 							   column,
 							   psprintf("%s, which would let a write past the guard.", problem));
 	}
@@ -1094,16 +1141,16 @@ CheckSubcommand(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p,
 	switch (cmd->subtype)
 	{
 		case AT_DropColumn:
-			CheckKeyOrFence(member, p, cmd->name, "drop");
+			CheckKeyOrFence(member, p, cmd->name, "cannot drop column \"%s\" of protected table \"%s\"");
 			break;
 		case AT_AlterColumnType:
 			{
 				ColumnDef  *def = (ColumnDef *) cmd->def;
 
-				CheckKeyOrFence(member, p, cmd->name, "alter type of");
+				CheckKeyOrFence(member, p, cmd->name, "cannot alter type of column \"%s\" of protected table \"%s\"");
 				if (def != NULL && def->raw_default != NULL)
 					ReportGuardAltered(member, p,
-									   psprintf("cannot rewrite the values of column \"%s\"", cmd->name),
+									   psprintf("cannot rewrite the values of column \"%s\" of protected table \"%s\"", cmd->name, RelName(member)),
 									   cmd->name,
 									   "ALTER COLUMN ... TYPE ... USING would rewrite the values of existing rows without a fencing token.");
 				if (def != NULL)
@@ -1113,7 +1160,7 @@ CheckSubcommand(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p,
 #if PG_VERSION_NUM >= 170000
 		case AT_SetExpression:
 			ReportGuardAltered(member, p,
-							   psprintf("cannot set the expression of column \"%s\"", cmd->name),
+							   psprintf("cannot set the expression of column \"%s\" of protected table \"%s\"", cmd->name, RelName(member)),
 							   cmd->name,
 							   "SET EXPRESSION would rewrite the values of existing rows without a fencing token.");
 			break;
@@ -1123,7 +1170,7 @@ CheckSubcommand(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p,
 			if (cmd->def != NULL && ColumnRole(p, cmd->name) != NULL &&
 				strcmp(ColumnRole(p, cmd->name), "fence") == 0)
 				ReportGuardAltered(member, p,
-								   psprintf("cannot set a default on column \"%s\"", cmd->name),
+								   psprintf("cannot set a default on column \"%s\" of protected table \"%s\"", cmd->name, RelName(member)),
 								   cmd->name,
 								   psprintf("column \"%s\" holds its fence tokens, and a default would give a write without a token one.",
 											cmd->name));
@@ -1133,22 +1180,22 @@ CheckSubcommand(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p,
 			if (ColumnRole(p, cmd->name) != NULL &&
 				strcmp(ColumnRole(p, cmd->name), "fence") == 0)
 				ReportGuardAltered(member, p,
-								   psprintf("cannot make column \"%s\" an identity column", cmd->name),
+								   psprintf("cannot make column \"%s\" an identity column of protected table \"%s\"", cmd->name, RelName(member)),
 								   cmd->name,
 								   psprintf("column \"%s\" holds its fence tokens.", cmd->name));
 			break;
 		case AT_DisableTrig:
-			CheckGuardTriggerDdl(member, p, cmd->name, "disable");
+			CheckGuardTriggerDdl(member, p, cmd->name, "cannot disable trigger \"%s\" of protected table \"%s\"");
 			break;
 		case AT_EnableTrig:
 		case AT_EnableReplicaTrig:
 			/* ENABLE ALWAYS is how they are: only a change of mode lowers */
-			CheckGuardTriggerDdl(member, p, cmd->name, "change the firing mode of");
+			CheckGuardTriggerDdl(member, p, cmd->name, "cannot change the firing mode of trigger \"%s\" of protected table \"%s\"");
 			break;
 		case AT_DisableTrigAll:
 		case AT_DisableTrigUser:
 			ReportGuardAltered(member, p,
-							   psprintf("cannot disable trigger \"%s\"", p->guard_name),
+							   psprintf("cannot disable trigger \"%s\" of protected table \"%s\"", p->guard_name, RelName(member)),
 							   NULL,
 							   cmd->subtype == AT_DisableTrigAll ?
 							   "DISABLE TRIGGER ALL would disable its fencing triggers." :
@@ -1157,8 +1204,8 @@ CheckSubcommand(Node *stmt, AlterTableCmd *cmd, Oid member, Protection *p,
 		case AT_EnableTrigAll:
 		case AT_EnableTrigUser:
 			ReportGuardAltered(member, p,
-							   psprintf("cannot change the firing mode of trigger \"%s\"",
-										p->guard_name),
+							   psprintf("cannot change the firing mode of trigger \"%s\" of protected table \"%s\"",
+										p->guard_name, RelName(member)),
 							   NULL,
 							   "ENABLE TRIGGER ALL and ENABLE TRIGGER USER would turn its fencing triggers from ALWAYS to ORIGIN, skipped by sessions with session_replication_role = replica.");
 			break;
@@ -1357,9 +1404,8 @@ InvalidateTree(Oid root)
 static void
 GuardTree(Oid root)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	RunWithDdlGuardSuspended(GuardMembers, root, NULL);
+	FencingSpiConnect();
+	FencingRunWithDdlGuardSuspended(GuardMembers, root, NULL);
 	SPI_finish();
 	InvalidateTree(root);
 }
@@ -1463,9 +1509,8 @@ FencingGuardTree(Oid relid)
 void
 FencingUnguardTree(Oid relid)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	RunWithDdlGuardSuspended(UnguardMembers, relid, NULL);
+	FencingSpiConnect();
+	FencingRunWithDdlGuardSuspended(UnguardMembers, relid, NULL);
 	SPI_finish();
 	InvalidateTree(relid);
 }
@@ -1482,17 +1527,17 @@ ProtectDetached(Oid part, Protection *p)
 	FencingSavedUser saved;
 	int			rc;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	/* every setting of the tree's row, whatever columns it has */
 	values[0] = ObjectIdGetDatum(part);
 	values[1] = ObjectIdGetDatum(p->relid);
 	FencingBecomeRole(FencingRelOwner(part), &saved);
-	rc = SPI_execute_with_args("SELECT fencing.protect($1::pg_catalog.regclass, p.fence_column, "
-							   "p.key_columns, p.strict, p.scope_name, p.lease) "
-							   "FROM fencing.protected p "
-							   "WHERE p.relid OPERATOR(pg_catalog.=) $2",
-							   2, argtypes, values, NULL, false, 0);
+	/* the tree's row as it is now, whatever this transaction's snapshot */
+	rc = FencingExecuteLatest("SELECT fencing.protect($1::pg_catalog.regclass, p.fence_column, "
+							  "p.key_columns, p.strict, p.scope_name, p.lease) "
+							  "FROM fencing.protected p "
+							  "WHERE p.relid OPERATOR(pg_catalog.=) $2",
+							  2, argtypes, values, NULL, false, 0);
 	FencingRestoreUser(&saved);
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not protect detached table: %s",
@@ -1762,12 +1807,12 @@ CheckCreateTrigger(CreateTrigStmt *stmt, GuardPhase phase)
 		if (!owner)
 			ReportTriggerNotOwner(relid, member, p, stmt->trigname);
 		if (stmt->replace && IsGuardNameOf(p, stmt->trigname))
-			CheckGuardTriggerDdl(member, p, stmt->trigname, "replace");
+			CheckGuardTriggerDdl(member, p, stmt->trigname, "cannot replace trigger \"%s\" of protected table \"%s\"");
 		/* (a shard's guard carries its settings in arguments: citus.c) */
 		if (IsGuardName(stmt->trigname) && !OidIsValid(p->shell) &&
 			!StmtHasGuardShape(stmt))
 			ReportGuardAltered(member, p,
-							   psprintf("trigger \"%s\" would not be the fencing guard", stmt->trigname),
+							   psprintf("trigger \"%s\" would not be the fencing guard of protected table \"%s\"", stmt->trigname, RelName(member)),
 							   NULL,
 							   psprintf("a trigger named \"%s\" on it must be the guard that protect() installs, calling fencing.%s().",
 										stmt->trigname,
@@ -1842,9 +1887,9 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 
 			if (p == NULL)
 				continue;
-			CheckGuardTriggerDdl(member, p, stmt->subname, "rename");
+			CheckGuardTriggerDdl(member, p, stmt->subname, "cannot rename trigger \"%s\" of protected table \"%s\"");
 			if (IsGuardNameOf(p, stmt->newname))
-				CheckGuardTriggerDdl(member, p, stmt->newname, "rename a trigger to");
+				CheckGuardTriggerDdl(member, p, stmt->newname, "cannot rename a trigger to trigger \"%s\" of protected table \"%s\"");
 			if (FiresAfterGuardOf(p, stmt->newname) &&
 				IsBeforeRowTrigger(member, phase == PHASE_START ?
 								   stmt->subname : stmt->newname))
@@ -1862,7 +1907,7 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 			Protection *p = ProtectionOf(lfirst_oid(lc));
 
 			if (p != NULL)
-				CheckKeyOrFence(lfirst_oid(lc), p, stmt->subname, "rename");
+				CheckKeyOrFence(lfirst_oid(lc), p, stmt->subname, "cannot rename column \"%s\" of protected table \"%s\"");
 		}
 		return;
 	}
@@ -1873,7 +1918,7 @@ CheckRename(RenameStmt *stmt, GuardPhase phase)
 		Protection *p = ProtectionOf(lfirst_oid(lc));
 
 		if (p != NULL)
-			CheckKeyOrFence(lfirst_oid(lc), p, stmt->subname, "rename");
+			CheckKeyOrFence(lfirst_oid(lc), p, stmt->subname, "cannot rename column \"%s\" of protected table \"%s\"");
 	}
 }
 
@@ -1911,7 +1956,7 @@ CheckDropTrigger(DropStmt *stmt)
 			continue;
 		p = ProtectionOf(relid);
 		if (p != NULL)
-			CheckGuardTriggerDdl(relid, p, trigname, "drop");
+			CheckGuardTriggerDdl(relid, p, trigname, "cannot drop trigger \"%s\" of protected table \"%s\"");
 	}
 }
 
@@ -1933,7 +1978,7 @@ CheckTriggerDepends(AlterObjectDependsStmt *stmt)
 		return;					/* PostgreSQL refuses a non-owner (42501) */
 	p = ProtectionOf(relid);
 	if (p != NULL)
-		CheckGuardTriggerDdl(relid, p, trigname, "change the dependencies of");
+		CheckGuardTriggerDdl(relid, p, trigname, "cannot change the dependencies of trigger \"%s\" of protected table \"%s\"");
 }
 
 /*
@@ -2403,8 +2448,7 @@ ForgetProtections(List *relids)
 	FencingSavedUser saved;
 	ListCell   *lc;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	foreach(lc, relids)
 	{
@@ -2493,7 +2537,7 @@ fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
 						 errhint("A scope that no protected table uses can be dropped whole with fencing.reset_scope().")));
 			p = ProtectionOf(obj->objid);
 			if (p != NULL)
-				CheckKeyOrFence(obj->objid, p, llast(obj->names), "drop");
+				CheckKeyOrFence(obj->objid, p, llast(obj->names), "cannot drop column \"%s\" of protected table \"%s\"");
 		}
 		else if (obj->classid == TriggerRelationId)
 		{
@@ -2507,7 +2551,7 @@ fencing_ddl_guard_drop(PG_FUNCTION_ARGS)
 				continue;
 			p = ProtectionOf(relid);
 			if (p != NULL)
-				CheckGuardTriggerDdl(relid, p, llast(obj->names), "drop");
+				CheckGuardTriggerDdl(relid, p, llast(obj->names), "cannot drop trigger \"%s\" of protected table \"%s\"");
 		}
 	}
 	if (forget != NIL)

@@ -26,8 +26,14 @@
  * and then finds its row, or inserts after a rollback.  DirectUpdate is
  * heap_update plus index entries when the update is not HOT.
  *
- * Used by the idempotency helpers (idempotency.c); written so that the
- * typed scope storage can use it for the first write of a new key.
+ * Used by the idempotency helpers (idempotency.c).  The scopes' storage
+ * (scopes.c) is written without the executor too, in a way of its own,
+ * on purpose: it runs on every guarded write, its first writers of a key
+ * are already serialised by a lock on the key's hash (so it inserts with
+ * simple_heap_insert, without the speculative insertion's second WAL
+ * record and index pass), and it updates in place, HOT, the fence being
+ * in no index.  The idempotency tables have no such lock and need the
+ * arbiter's guarantee from the insertion itself.
  *
  *-------------------------------------------------------------------------
  */
@@ -55,7 +61,7 @@
 
 #include "compat.h"
 #include "direct.h"
-#include "fencing.h"
+#include "fence.h"
 
 /* How the unique check waits for transactions that are still open */
 typedef enum DirectWaitMode
@@ -575,22 +581,8 @@ DirectUpdate(DirectTable *dt, ItemPointer otid, HeapTuple newtup)
 	DirectCheckNotNull(dt->rel, newtup);
 	/* a table published for updates needs a replica identity */
 	CheckCmdReplicaIdentity(dt->rel, CMD_UPDATE);
-	/* 16 made heap_update() report which indexes need new entries */
-#if PG_VERSION_NUM >= 160000
-	{
-		TU_UpdateIndexes update_indexes;
-
-		result = heap_update(dt->rel, otid, newtup, GetCurrentCommandId(true),
-							 InvalidSnapshot, true, &tmfd, &lockmode,
-							 &update_indexes);
-		/* every index here is a B-tree: TU_Summarizing cannot happen */
-		need_indexes = (result == TM_Ok && update_indexes == TU_All);
-	}
-#else
-	result = heap_update(dt->rel, otid, newtup, GetCurrentCommandId(true),
-						 InvalidSnapshot, true, &tmfd, &lockmode);
-	need_indexes = (result == TM_Ok && !HeapTupleIsHeapOnly(newtup));
-#endif
+	result = FencingHeapUpdate(dt->rel, otid, newtup, GetCurrentCommandId(true),
+							   &tmfd, &lockmode, &need_indexes);
 	if (need_indexes)
 	{
 		/*

@@ -21,7 +21,9 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
 #include "postgres.h"
+#include "scope_storage.h"
 
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
@@ -30,7 +32,8 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-#include "fencing.h"
+#include "extension.h"
+#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_drop_extension_start);
 
@@ -79,8 +82,7 @@ fencing_drop_extension_start(PG_FUNCTION_ARGS)
 	if (!DropsFencing(trigdata->parsetree) || !ScopeStorageLayout())
 		PG_RETURN_NULL();
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	rc = SPI_execute("SELECT s.storage::pg_catalog.oid FROM fencing.scope_storage s "
 					 "JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.storage "

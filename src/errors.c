@@ -9,11 +9,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
 
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 
-#include "fencing.h"
+#include "fence.h"
 
 /*
  * Raise SF001: token is not newer than fence.
@@ -126,4 +128,29 @@ ReportConflictingTokens(const Fence *setting, const Fence *column,
 			 errhint("Carry one token per write: either set fencing.token or write the fence column, not two different tokens."),
 			 errtable(rel)));
 	pg_unreachable();
+}
+
+/*
+ * Raise SF005: the fences of scope_name are gone (its storage table, or
+ * its row of the registry, while a table is protected into it).  Nothing
+ * can rebuild them: the fences in the rows of its tables may be older than
+ * the lost ones (a row deleted, a key advanced by another table of the
+ * scope), so starting the scope again from them could let a stale writer
+ * in.  Its tables refuse every write until the fences are back.
+ */
+void
+ReportScopeStorageMissing(const char *scope_name, Oid relid)
+{
+	if (OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+				 errmsg("the fence storage of scope \"%s\" of table \"%s\" is missing",
+						scope_name, get_rel_name(relid)),
+				 errdetail("The table is protected in this scope, but the scope's fences are gone; starting the scope again from the fences in the table's rows could let a token older than a lost fence write."),
+				 errhint("Restore the scope's storage table and its row of fencing.scope_storage from a backup (pg_dump keeps both); until then writes to the table are refused.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("the fence storage of scope \"%s\" is missing", scope_name),
+			 errdetail("The scope's fences are gone; starting the scope again from the fences in its tables' rows could let a token older than a lost fence write."),
+			 errhint("Restore the scope's storage table and its row of fencing.scope_storage from a backup (pg_dump keeps both); until then writes to its tables are refused.")));
 }

@@ -15,6 +15,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
 #include "postgres.h"
 
 #include "access/htup_details.h"
@@ -30,7 +31,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "extension.h"
 
 /* The OID of schema fencing (fixed by the control file). */
 Oid
@@ -127,6 +128,18 @@ FencingRelOwner(Oid relid)
 	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
 	ReleaseSysCache(tup);
 	return owner;
+}
+
+/*
+ * Connect to SPI: every module's queries of the extension's tables go
+ * through SPI_connect() here, FencingRunUtility() and FencingExecuteLatest()
+ * (or SPI_execute*() with their own check of the result).
+ */
+void
+FencingSpiConnect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
 }
 
 /*

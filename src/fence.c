@@ -10,6 +10,7 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
 
 #include <limits.h>
@@ -17,26 +18,10 @@
 #include "common/hashfn.h"
 #include "fmgr.h"
 #include "libpq/pqformat.h"
-#if PG_VERSION_NUM >= 160000
-#include "nodes/miscnodes.h"
-#endif
 #include "port/pg_bswap.h"
 #include "utils/builtins.h"
 
-#include "fencing.h"
-
-/*
- * Soft error reporting arrived in PostgreSQL 16; before that an input
- * function reports every error as a hard one.
- */
-#if PG_VERSION_NUM < 160000
-#define ereturn(context, dummy_value, ...)	\
-	do { \
-		(void) (context); \
-		ereport(ERROR, __VA_ARGS__); \
-		return dummy_value; \
-	} while (0)
-#endif
+#include "fence.h"
 
 PG_FUNCTION_INFO_V1(fence_in);
 PG_FUNCTION_INFO_V1(fence_out);

@@ -23,7 +23,15 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
+#include "guard_config.h"
+#include "lease.h"
 #include "postgres.h"
+#include "scopes.h"
+#include "scopes_1_0.h"
+#include "settings.h"
+#include "stats.h"
+#include "visibility.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -37,7 +45,13 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "settings.h"
+#include "guard_config.h"
+#include "visibility.h"
+#include "scopes.h"
+#include "stats.h"
+#include "lease.h"
 
 PG_FUNCTION_INFO_V1(fencing_guard);
 PG_FUNCTION_INFO_V1(fencing_guard_truncate);
@@ -284,10 +298,10 @@ WriteKeys(GuardConfig *cfg, TupleDesc desc, HeapTuple oldtup, HeapTuple newtup,
 	int			n = 0;
 
 	if (oldtup != NULL)
-		ScopeKeyOf(cfg, oldtup, desc, keys[n].values, keys[n].nulls), n++;
+		ScopeKeyOf(cfg->scope, cfg->key_attnums, oldtup, desc, keys[n].values, keys[n].nulls), n++;
 	if (newtup != NULL)
 	{
-		ScopeKeyOf(cfg, newtup, desc, keys[n].values, keys[n].nulls);
+		ScopeKeyOf(cfg->scope, cfg->key_attnums, newtup, desc, keys[n].values, keys[n].nulls);
 		if (n == 0)
 			n++;
 		else

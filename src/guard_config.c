@@ -13,7 +13,14 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
+#include "guard_config.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "scopes.h"
+#include "stats.h"
 
 #include "access/htup_details.h"
 #include "catalog/partition.h"
@@ -29,7 +36,13 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "cluster.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
+#include "protection.h"
+#include "stats.h"
 
 typedef struct GuardConfigEntry
 {
@@ -194,7 +207,7 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 			ReportScopeStorageMissing(cfg->scope_name, relid);
 		CheckKeysMatchScope(rel, cfg);
 		/* citus: a distributed storage is written on its shards only */
-		FencingCitusCheckLocalStorage(rel, cfg->scope);
+		FencingClusterCheckLocalStorage(rel, cfg->scope);
 	}
 	else if (cfg->nkeys >= 0)
 	{
@@ -233,8 +246,7 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
 	cfg->relid = relid;
 	cfg->protected = false;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	/* ddlguard: the protecting table, through partitions and inheritance */
 	if (OidIsValid(FencingProtectedBy(relid)))
 		(void) ReadProtectedRow(rel, FencingProtectedBy(relid), entry);
@@ -242,7 +254,7 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
 	/* citus: a shard of a distributed table, by its trigger's settings */
 	if (!cfg->protected)
 	{
-		FencingCitusShardGuardConfig(rel, cfg, entry->cxt);
+		FencingClusterShardGuardConfig(rel, cfg, entry->cxt);
 		/* in key scope, its co-located storage shard */
 		if (cfg->protected && cfg->scope != NULL)
 			CheckKeysMatchScope(rel, cfg);

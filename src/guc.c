@@ -26,13 +26,16 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
+#include "settings.h"
 
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "settings.h"
 
 /* The text of fencing.token, owned by the GUC machinery */
 static char *fencing_token_string = NULL;

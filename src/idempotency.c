@@ -74,7 +74,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
 #include "postgres.h"
+#include "stats.h"
+
+/* the longest idempotency key, in characters */
+#define FENCING_IDEM_KEY_MAXLEN		255
 
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -104,7 +110,9 @@
 #include "utils/timestamp.h"
 
 #include "direct.h"
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(idem_begin);
 PG_FUNCTION_INFO_V1(idem_checkpoint);
@@ -900,8 +908,7 @@ IdemConnect(FencingSavedUser *caller)
 	 */
 	LockRelationOid(IdemGetTable()->relid, RowExclusiveLock);
 	(void) IdemGetTable();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(caller);
 }
 

@@ -58,14 +58,16 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
+#include "lease.h"
 #include "postgres.h"
+#include "stats.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#if PG_VERSION_NUM >= 150000
 #include "access/xlogrecovery.h"
-#endif
 #include "catalog/pg_type.h"
 #include "catalog/namespace.h"
 #include "executor/spi.h"
@@ -79,7 +81,10 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "stats.h"
+#include "lease.h"
 
 PG_FUNCTION_INFO_V1(fencing_server_timeline);
 PG_FUNCTION_INFO_V1(fencing_lease_acquire);
@@ -225,12 +230,7 @@ ServerTimeline(void)
 		(void) GetXLogReplayRecPtr(&tli);
 		return tli;
 	}
-#if PG_VERSION_NUM >= 150000
 	return GetWALInsertionTimeLine();
-#else
-	/* set by InitXLOGAccess(), which RecoveryInProgress() has called */
-	return ThisTimeLineID;
-#endif
 }
 
 /*
@@ -276,8 +276,7 @@ ReadLease(const char *name, Oid table_owner)
 
 	lease_cache.valid = false;
 	FencingBecomeOwner(&saved);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (lease_plan == NULL || lease_plan_has_owner != has_owner)
 	{
 		Oid			argtypes[1] = {TEXTOID};
@@ -408,8 +407,7 @@ ReadLeaseForReport(const char *name, TimestampTz *granted_at,
 		return;
 
 	args[0] = CStringGetTextDatum(name);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	rc = SPI_execute_with_args(has_owner ?
 							   "SELECT granted_at, owner FROM fencing.leases "
@@ -637,8 +635,7 @@ LeaseExpiry(FunctionCallInfo fcinfo, int argno, TimestampTz now)
 static void
 LeaseConnect(FencingSavedUser *caller)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(caller);
 }
 

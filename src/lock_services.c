@@ -20,13 +20,14 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 
-#include "fencing.h"
+#include "fence.h"
 
 PG_FUNCTION_INFO_V1(fence_from_zxid);
 PG_FUNCTION_INFO_V1(fence_set_token);

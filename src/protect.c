@@ -13,7 +13,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "ddl_guard.h"
+#include "extension.h"
+#include "lease.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "stats.h"
 
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -36,12 +42,16 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "cluster.h"
+#include "extension.h"
+#include "scopes.h"
+#include "protection.h"
+#include "ddl_guard.h"
+#include "stats.h"
+#include "lease.h"
 
 PG_FUNCTION_INFO_V1(fencing_protect);
 PG_FUNCTION_INFO_V1(fencing_unprotect);
-
-bool		FencingDdlGuardSuspended = false;
 
 /* The relation and, for a partitioned table, all its partitions. */
 static List *
@@ -149,7 +159,7 @@ InstallTriggers(Oid relid, void *arg)
 	FencingRunUtility(psprintf("CREATE TRIGGER " FENCING_GUARD_TRIGGER
 					" BEFORE INSERT OR UPDATE OR DELETE ON %s"
 					" FOR EACH ROW EXECUTE FUNCTION fencing.guard(%s)", qname,
-					FencingCitusGuardArgs(relid)));
+					FencingClusterGuardArgs(relid)));
 
 	/*
 	 * Statement triggers are not inherited by partitions, so TRUNCATE is
@@ -170,7 +180,7 @@ InstallTriggers(Oid relid, void *arg)
 		 * partition's guard is a clone, enabled with its parent's, which
 		 * Citus would look for under another name on the shards.
 		 */
-		if (lfirst_oid(lc) == relid || FencingCitusGuardArgs(relid)[0] == '\0')
+		if (lfirst_oid(lc) == relid || FencingClusterGuardArgs(relid)[0] == '\0')
 			FencingRunUtility(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_GUARD_TRIGGER,
 							qpart));
 		FencingRunUtility(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCING_TRUNCATE_TRIGGER,
@@ -188,29 +198,6 @@ RemoveTriggers(Oid relid, void *arg)
 	DropTrigger(relid, FENCING_GUARD_TRIGGER);
 	foreach(lc, tree)
 		DropTrigger(lfirst_oid(lc), FENCING_TRUNCATE_TRIGGER);
-}
-
-/*
- * Run fn(relid, arg), the extension's own trigger DDL, with the DDL guard
- * suspended (protect(), unprotect(), and the DDL guard's own repairs).
- */
-void
-RunWithDdlGuardSuspended(void (*fn) (Oid, void *), Oid relid, void *arg)
-{
-	/* citus: Citus refuses trigger DDL on its tables unless told (citus.c) */
-	int			citus_level = FencingCitusBeginTriggerDdl(relid);
-
-	FencingDdlGuardSuspended = true;
-	PG_TRY();
-	{
-		fn(relid, arg);
-	}
-	PG_FINALLY();
-	{
-		FencingDdlGuardSuspended = false;
-	}
-	PG_END_TRY();
-	FencingCitusEndTriggerDdl(citus_level); /* citus */
 }
 
 /* Invalidate the cached guard settings of every relation of the tree. */
@@ -328,17 +315,16 @@ fencing_protect(PG_FUNCTION_ARGS)
 	tree = RelationTree(rel);
 
 	/* citus: refuse what cannot hold across shards (citus.c) */
-	FencingCitusCheckProtect(rel, fence_column, nkeys, keynames, strict, scope_name, lease);
+	FencingClusterCheckProtect(rel, fence_column, nkeys, keynames, strict, scope_name, lease);
 
-	/* ddlguard: columns the guard can trust, inheritance trees (issue 10) */
+	/* the DDL guard: columns the guard can trust, inheritance trees */
 	FencingCheckProtectable(rel, fence_column, nkeys, keynames);
 
 	/* a lease of a role the table's owner acts for (lease.c) */
 	if (lease != NULL)
 		CheckLeaseForTable(lease, rel->rd_rel->relowner, rel);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 
 	/*
 	 * key and table scope: the scope's storage, the caller's to use; a table
@@ -351,7 +337,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 											  IsProtected(relid, scope_name));
 
 		/* citus: distributed co-located with a distributed table (citus.c) */
-		FencingCitusPrepareStorage(rel, storage);
+		FencingClusterPrepareStorage(rel, storage);
 	}
 
 	/*
@@ -359,7 +345,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	 * the relation must be gone for ALTER TABLE; the lock stays.
 	 */
 	table_close(rel, NoLock);
-	RunWithDdlGuardSuspended(InstallTriggers, relid, tree);
+	FencingRunWithDdlGuardSuspended(InstallTriggers, relid, tree);
 	FencingGuardTree(relid);	/* ddlguard: inheritance children too */
 
 	/*
@@ -426,8 +412,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	CheckProtectable(rel, "unprotect");
 	tree = RelationTree(rel);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (!IsProtected(relid, NULL))
 	{
 		ereport(NOTICE,
@@ -439,7 +424,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 	}
 
 	table_close(rel, NoLock);
-	RunWithDdlGuardSuspended(RemoveTriggers, relid, tree);
+	FencingRunWithDdlGuardSuspended(RemoveTriggers, relid, tree);
 	FencingUnguardTree(relid);	/* ddlguard: inheritance children too */
 
 	FencingBecomeOwner(&saved);

@@ -32,6 +32,7 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+#include "protection.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -52,7 +53,8 @@
 #include "utils/relcache.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "compat.h"
+#include "protection.h"
 
 typedef struct ProtectionEntry
 {
@@ -145,12 +147,7 @@ FencingProtectedTableOid(void)
 		return InvalidOid;
 	/* opening it may run the callback: set the statics only afterwards */
 	rel = table_open(table, AccessShareLock);
-#if PG_VERSION_NUM >= 180000
-	/* PostgreSQL 18 added deferrable_ok; ours is not deferrable */
-	pkey = RelationGetPrimaryKeyIndex(rel, false);
-#else
-	pkey = RelationGetPrimaryKeyIndex(rel);
-#endif
+	pkey = FencingRelationGetPrimaryKeyIndex(rel);
 	table_close(rel, AccessShareLock);
 	if (!OidIsValid(pkey))
 		return InvalidOid;

@@ -48,7 +48,10 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
+#include "scope_storage.h"
+#include "scopes.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -64,12 +67,12 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_local_state);
 
-/* The OID of fencing.local_state(), once seen */
-static Oid	local_state_oid = InvalidOid;
 
 /*
  * The storage tables followed in the current replicated transaction, so
@@ -86,50 +89,6 @@ typedef struct FollowedStorage
 static LocalTransactionId followed_lxid = InvalidLocalTransactionId;
 static FollowedStorage *followed = NULL;
 static MemoryContext followed_cxt = NULL;
-
-/* Is funcoid fencing.local_state(), the extension's C function? */
-static bool
-IsLocalStateFunction(Oid funcoid)
-{
-	HeapTuple	tup;
-	bool		result = false;
-
-	if (OidIsValid(local_state_oid) && funcoid == local_state_oid)
-		return true;
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcoid));
-	if (!HeapTupleIsValid(tup))
-		return false;
-	{
-		Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
-		bool		isnull;
-		Datum		src;
-
-		if (strcmp(NameStr(proc->proname), "local_state") == 0 &&
-			proc->pronamespace == FencingSchemaOid() &&
-			proc->prolang == ClanguageId)
-		{
-			src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
-			result = !isnull &&
-				strcmp(TextDatumGetCString(src), "fencing_local_state") == 0;
-		}
-	}
-	ReleaseSysCache(tup);
-	if (result)
-		local_state_oid = funcoid;
-	return result;
-}
-
-/*
- * Is t one of the triggers that keep a storage table's state local (and
- * nothing else: no WHEN clause, no column list)?  scopes.c accepts these
- * on a storage table.
- */
-bool
-FencingIsLocalStateTrigger(const Trigger *t)
-{
-	return TRIGGER_FOR_BEFORE(t->tgtype) && t->tgqual == NULL &&
-		t->tgnattr == 0 && IsLocalStateFunction(t->tgfoid);
-}
 
 /*
  * The subscriber's fence of the key of a replicated storage row tup of

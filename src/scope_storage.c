@@ -44,7 +44,11 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
 #include "postgres.h"
+#include "scope_storage.h"
+#include "scopes.h"
 
 #include "access/detoast.h"
 #include "access/hash.h"
@@ -94,7 +98,11 @@
 #include "common/hashfn.h"
 #include "common/sha2.h"
 
-#include "fencing.h"
+#include "cluster.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 /* The lock protect() holds on a scope's name: see ScopeStorageFor() */
 #define FENCING_SCOPE_NAME_LOCK		71
@@ -310,8 +318,7 @@ ScopeStorageRegistered(const char *scope_name)
 
 	if (!ScopeStorageLayout())
 		return InvalidOid;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (ReadRegistry(scope_name, false, &entry))
 		storage = entry.storage;
 	SPI_finish();
@@ -452,31 +459,6 @@ ScopeStorageOpenRelation(Oid storage, const char *scope_name, bool table_scope,
 	MemoryContextSwitchTo(oldcxt);
 	table_close(rel, AccessShareLock);
 	return scope;
-}
-
-/*
- * Raise SF005: the fences of scope_name are gone (its storage table, or
- * its row of the registry, while a table is protected into it).  Nothing
- * can rebuild them: the fences in the rows of its tables may be older than
- * the lost ones (a row deleted, a key advanced by another table of the
- * scope), so starting the scope again from them could let a stale writer
- * in.  Its tables refuse every write until the fences are back.
- */
-void
-ReportScopeStorageMissing(const char *scope_name, Oid relid)
-{
-	if (OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-				 errmsg("the fence storage of scope \"%s\" of table \"%s\" is missing",
-						scope_name, get_rel_name(relid)),
-				 errdetail("The table is protected in this scope, but the scope's fences are gone; starting the scope again from the fences in the table's rows could let a token older than a lost fence write."),
-				 errhint("Restore the scope's storage table and its row of fencing.scope_storage from a backup (pg_dump keeps both); until then writes to the table are refused.")));
-	ereport(ERROR,
-			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
-			 errmsg("the fence storage of scope \"%s\" is missing", scope_name),
-			 errdetail("The scope's fences are gone; starting the scope again from the fences in its tables' rows could let a token older than a lost fence write."),
-			 errhint("Restore the scope's storage table and its row of fencing.scope_storage from a backup (pg_dump keeps both); until then writes to its tables are refused.")));
 }
 
 /*
@@ -862,7 +844,7 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 			KeyColumnType(rel, key_attnums[i], &types[i], &collations[i]);
 		return CreateStorage(scope_name, GetUserId(), table_scope, nkeys,
 							 types, collations, key_names,
-							 !FencingCitusDistributesStorage(RelationGetRelid(rel)));
+							 !FencingClusterDistributesStorage(RelationGetRelid(rel)));
 	}
 }
 
@@ -1109,8 +1091,7 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	bool		have_max = false;
 	int			rc;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	values[0] = ObjectIdGetDatum(protected_relid);
 	rc = FencingExecuteLatest("SELECT fence_column, key_columns, scope_name "
 							  "FROM fencing.protected WHERE relid OPERATOR(pg_catalog.=) $1",
@@ -1139,7 +1120,7 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	members = find_all_inheritors(source_relid, ShareRowExclusiveLock, NULL);
 
 	/* citus: a distributed storage is seeded on its shards (citus.c) */
-	if (FencingCitusSeedScope(scope_name, fence_column, nkeys, keynames, source_relid))
+	if (FencingClusterSeedScope(scope_name, fence_column, nkeys, keynames, source_relid))
 	{
 		SPI_finish();
 		return;
@@ -1284,8 +1265,7 @@ fencing_scope_create(PG_FUNCTION_ARGS)
 					 errdetail("It has no default btree operator class.")));
 	}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (ReadRegistry(scope_name, true, &entry))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -1373,8 +1353,7 @@ fencing_reset_scope(PG_FUNCTION_ARGS)
 	RequireStorageLayout();
 	LockScopeName(scope_name);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	if (!ReadRegistry(scope_name, true, &entry))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

@@ -47,7 +47,10 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
 #include "postgres.h"
+#include "scopes.h"
 
 #include "access/detoast.h"
 #include "access/genam.h"
@@ -60,20 +63,28 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/pg_language.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
 #include "common/hashfn.h"
 #include "executor/tuptable.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 /*
  * The lock a first writer of a key holds while it inserts the key's row:
@@ -90,14 +101,13 @@
 
 /*
  * The key of a row of a protected relation into key/nulls: its key
- * columns' values (detoasted, so that they can be stored and compared
+ * columns' values (key_attnums, in the scope's order) (detoasted, so that they can be stored and compared
  * alone), or the constant true of table scope.
  */
 void
-ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
-		   Datum *key, bool *nulls)
+ScopeKeyOf(ScopeStorage *scope, const AttrNumber *key_attnums,
+		   HeapTuple tuple, TupleDesc desc, Datum *key, bool *nulls)
 {
-	ScopeStorage *scope = cfg->scope;
 	int			i;
 
 	if (scope->table_scope)
@@ -108,7 +118,7 @@ ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
 	}
 	for (i = 0; i < scope->nkeys; i++)
 	{
-		key[i] = heap_getattr(tuple, cfg->key_attnums[i], desc, &nulls[i]);
+		key[i] = heap_getattr(tuple, key_attnums[i], desc, &nulls[i]);
 		if (!nulls[i] && scope->typlen[i] == -1 &&
 			VARATT_IS_EXTERNAL(DatumGetPointer(key[i])))
 			key[i] = PointerGetDatum(detoast_external_attr((struct varlena *)
@@ -802,4 +812,51 @@ ScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence)
 	Fence		current;
 
 	(void) FollowKey(scope, key, nulls, fence, true, &current);
+}
+
+/* The OID of fencing.local_state(), once seen */
+static Oid	local_state_oid = InvalidOid;
+
+/* Is funcoid fencing.local_state(), the extension's C function? */
+static bool
+IsLocalStateFunction(Oid funcoid)
+{
+	HeapTuple	tup;
+	bool		result = false;
+
+	if (OidIsValid(local_state_oid) && funcoid == local_state_oid)
+		return true;
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(funcoid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	{
+		Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
+		bool		isnull;
+		Datum		src;
+
+		if (strcmp(NameStr(proc->proname), "local_state") == 0 &&
+			proc->pronamespace == FencingSchemaOid() &&
+			proc->prolang == ClanguageId)
+		{
+			src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+			result = !isnull &&
+				strcmp(TextDatumGetCString(src), "fencing_local_state") == 0;
+		}
+	}
+	ReleaseSysCache(tup);
+	if (result)
+		local_state_oid = funcoid;
+	return result;
+}
+
+/*
+ * Is t one of the triggers that keep a storage table's state local under
+ * logical replication (replication.c), and nothing else: no WHEN clause,
+ * no column list?  The scopes accept these on a storage table.
+ */
+bool
+FencingIsLocalStateTrigger(const Trigger *t)
+{
+	return TRIGGER_FOR_BEFORE(t->tgtype) && t->tgqual == NULL &&
+		t->tgnattr == 0 && IsLocalStateFunction(t->tgfoid);
 }

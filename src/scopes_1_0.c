@@ -32,7 +32,13 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "fence.h"
+#include "guard_config.h"
 #include "postgres.h"
+#include "scope_storage.h"
+#include "scopes.h"
+#include "scopes_1_0.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -56,7 +62,10 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_convert_scope_1_0);
 PG_FUNCTION_INFO_V1(fencing_key_types_1_0);
@@ -151,8 +160,7 @@ LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 	args[2] = FencePGetDatum(token);
 
 	FencingBecomeOwner(&saved);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	PrepareLegacyPlans();
 	rc = SPI_execute_plan(upsert_plans[strict ? 0 : 1], args, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
@@ -545,8 +553,7 @@ fencing_convert_scope_1_0(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	scope = ScopeStorageOpen(scope_name, fncxt);
 	if (scope == NULL)
 		elog(ERROR, "fencing scope \"%s\" has no storage", scope_name);

@@ -80,7 +80,9 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "fence.h"
 #include "postgres.h"
+#include "stats.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -112,7 +114,8 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
-#include "fencing.h"
+#include "fence.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(fencing_stats_internal);
 PG_FUNCTION_INFO_V1(fencing_idempotency_stats_internal);
@@ -218,9 +221,7 @@ typedef struct PendingForget
 
 static PendingForget *pending_forgets = NULL;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
 
@@ -297,12 +298,8 @@ FencingStatsInit(void)
 							NULL,
 							NULL);
 
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = FencingStatsShmemRequest;
-#else
-	FencingStatsShmemRequest();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = FencingStatsShmemStartup;
 
@@ -335,10 +332,8 @@ FencingStatsShmemSize(void)
 static void
 FencingStatsShmemRequest(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 
 	RequestAddinShmemSpace(FencingStatsShmemSize());
 	RequestNamedLWLockTranche(FENCING_STATS_TRANCHE, 1);

@@ -32,7 +32,11 @@
  *
  *-------------------------------------------------------------------------
  */
+#include "extension.h"
+#include "guard_config.h"
 #include "postgres.h"
+#include "scope_storage.h"
+#include "visibility.h"
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
@@ -49,7 +53,10 @@
 #include "utils/rel.h"
 #include "utils/tuplestore.h"
 
-#include "fencing.h"
+#include "extension.h"
+#include "guard_config.h"
+#include "visibility.h"
+#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_scope_fences);
 
@@ -97,8 +104,7 @@ ScopeOwner(const char *scope_name)
 	if (scope_name == NULL || !ScopeStorageLayout())
 		return InvalidOid;
 	values[0] = CStringGetTextDatum(scope_name);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	FencingBecomeOwner(&saved);
 	rc = SPI_execute_with_args("SELECT owner::pg_catalog.oid FROM fencing.scope_storage "
 							   "WHERE scope_name OPERATOR(pg_catalog.=) $1",
@@ -415,8 +421,7 @@ fencing_scope_fences(PG_FUNCTION_ARGS)
 	if (!ScopeStorageLayout())
 		return (Datum) 0;		/* objects at 1.0: no such function there */
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	FencingSpiConnect();
 	scopes = VisibleScopes(per_query);
 	foreach(lc, scopes)
 	{

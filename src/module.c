@@ -1,20 +1,37 @@
 /*-------------------------------------------------------------------------
  *
- * fencing.c
+ * module.c
  *	  Module entry point of the fencing extension: the module magic and
- *	  _PG_init, which registers the settings and, when the library is
+ *	  _PG_init, which registers the settings, the caches' invalidation
+ *	  callbacks, the integration with Citus and, when the library is
  *	  preloaded, the shared memory of the statistics.
+ *
+ * It stands above every module it initialises; none of them calls it.
  *
  *-------------------------------------------------------------------------
  */
+#include "guard_config.h"
 #include "postgres.h"
+#include "protection.h"
+#include "scopes.h"
+#include "settings.h"
+#include "stats.h"
 
 #include "fmgr.h"
 #include "utils/guc.h"
 
-#include "fencing.h"
+#include "citus.h"
+#include "settings.h"
+#include "guard_config.h"
+#include "scopes.h"
+#include "protection.h"
+#include "stats.h"
 
+#ifdef PG_MODULE_MAGIC_EXT
+PG_MODULE_MAGIC_EXT(.name = "fencing",.version = FENCING_LIBRARY_VERSION);
+#else
 PG_MODULE_MAGIC;
+#endif
 
 void		_PG_init(void);
 
@@ -27,6 +44,9 @@ _PG_init(void)
 	GuardConfigInit();
 	FencingProtectionInit();
 	ScopesInit();
+
+	/* Citus, behind the interface of cluster.h */
+	FencingCitusInit();
 
 	/* shared memory of the statistics */
 	FencingStatsInit();

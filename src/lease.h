@@ -1,0 +1,22 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.h
+ *	  The built-in leases, as the guard checks them (lease.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCING_LEASE_H
+#define FENCING_LEASE_H
+
+#include "fence.h"
+
+/*
+ * lease.c: the guard's check of a table protected with a lease.
+ * ReportLeaseLost() also counts the rejection in fencing.lease_stats.
+ */
+extern bool LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner);
+extern void CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel);
+pg_noreturn extern void ReportLeaseLost(const char *lease, const Fence *token,
+										Relation rel);
+
+#endif							/* FENCING_LEASE_H */
