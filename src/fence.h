@@ -40,18 +40,18 @@ typedef struct Fence
 
 /* fence.c: the type's functions */
 extern int	FenceCmp(const Fence *a, const Fence *b);
-extern bool ParseFence(const char *str, Fence *result, bool *out_of_range);
+extern bool FencingParseFence(const char *str, Fence *result, bool *out_of_range);
 extern char *FenceToCString(const Fence *f);
 extern Fence *FenceCopy(const Fence *f);
 
 /* errors.c: the errors of the SF class, in one voice */
-pg_noreturn extern void ReportStaleToken(const Fence *token, const Fence *fence,
+pg_noreturn extern void FencingReportStaleToken(const Fence *token, const Fence *fence,
 										 Relation rel, const char *scope_desc);
-pg_noreturn extern void ReportStaleTokenHidden(const Fence *token, Relation rel,
+pg_noreturn extern void FencingReportStaleTokenHidden(const Fence *token, Relation rel,
 											   const char *scope_name);
-pg_noreturn extern void ReportTokenRequired(Relation rel, const char *what);
-pg_noreturn extern void ReportScopeStorageMissing(const char *scope_name, Oid relid);
-pg_noreturn extern void ReportConflictingTokens(const Fence *setting,
+pg_noreturn extern void FencingReportTokenRequired(Relation rel, const char *what);
+pg_noreturn extern void FencingReportScopeStorageMissing(const char *scope_name, Oid relid);
+pg_noreturn extern void FencingReportConflictingTokens(const Fence *setting,
 												const Fence *column,
 												Relation rel);
 

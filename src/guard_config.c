@@ -75,7 +75,7 @@ InvalidateGuardConfig(Datum arg pg_attribute_unused(), Oid relid)
 
 /* Register the relcache callback; called from _PG_init. */
 void
-GuardConfigInit(void)
+FencingGuardConfigInit(void)
 {
 	CacheRegisterRelcacheCallback(InvalidateGuardConfig, (Datum) 0);
 }
@@ -199,12 +199,12 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 	}
 
 	/* key and table scope: where the scope's fences are */
-	if (cfg->nkeys >= 0 && ScopeStorageLayout())
+	if (cfg->nkeys >= 0 && FencingScopeStorageLayout())
 	{
-		cfg->scope = ScopeStorageOpen(cfg->scope_name, entry->cxt);
+		cfg->scope = FencingScopeStorageOpen(cfg->scope_name, entry->cxt);
 		/* not "protect again": that would start the scope from the rows */
 		if (cfg->scope == NULL)
-			ReportScopeStorageMissing(cfg->scope_name, relid);
+			FencingReportScopeStorageMissing(cfg->scope_name, relid);
 		CheckKeysMatchScope(rel, cfg);
 		/* citus: a distributed storage is written on its shards only */
 		FencingClusterCheckLocalStorage(rel, cfg->scope);
@@ -270,7 +270,7 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
  * that fencing.protected does not name raises SF005.
  */
 GuardConfig *
-GetGuardConfig(Relation rel)
+FencingGetGuardConfig(Relation rel)
 {
 	Oid			relid = RelationGetRelid(rel);
 	GuardConfigEntry *entry;

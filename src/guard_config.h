@@ -34,7 +34,7 @@ typedef struct GuardConfig
 										 * replication of its own */
 } GuardConfig;
 
-extern GuardConfig *GetGuardConfig(Relation rel);
-extern void GuardConfigInit(void);
+extern GuardConfig *FencingGetGuardConfig(Relation rel);
+extern void FencingGuardConfigInit(void);
 
 #endif							/* FENCING_GUARD_CONFIG_H */

@@ -12,11 +12,11 @@
 
 /*
  * lease.c: the guard's check of a table protected with a lease.
- * ReportLeaseLost() also counts the rejection in fencing.lease_stats.
+ * FencingReportLeaseLost() also counts the rejection in fencing.lease_stats.
  */
-extern bool LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner);
-extern void CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel);
-pg_noreturn extern void ReportLeaseLost(const char *lease, const Fence *token,
+extern bool FencingLeaseHeldWith(const char *lease, const Fence *token, Oid table_owner);
+extern void FencingCheckLeaseForTable(const char *lease, Oid table_owner, Relation rel);
+pg_noreturn extern void FencingReportLeaseLost(const char *lease, const Fence *token,
 										Relation rel);
 
 #endif							/* FENCING_LEASE_H */

@@ -41,9 +41,9 @@ _PG_init(void)
 {
 	/* settings and caches of the guard */
 	FencingGucInit();
-	GuardConfigInit();
+	FencingGuardConfigInit();
 	FencingProtectionInit();
-	ScopesInit();
+	FencingScopesInit();
 
 	/* Citus, behind the interface of cluster.h */
 	FencingCitusInit();

@@ -12,18 +12,18 @@
 #include "scopes.h"
 
 #define FENCING_SCOPE_NAME_MAXLEN	255 /* bytes */
-extern bool ScopeStorageLayout(void);
-extern ScopeStorage *ScopeStorageOpen(const char *scope_name, MemoryContext cxt);
-extern Oid	ScopeStorageRegistered(const char *scope_name);
-extern ScopeStorage *ScopeStorageOpenRelation(Oid storage, const char *scope_name,
+extern bool FencingScopeStorageLayout(void);
+extern ScopeStorage *FencingScopeStorageOpen(const char *scope_name, MemoryContext cxt);
+extern Oid	FencingScopeStorageRegistered(const char *scope_name);
+extern ScopeStorage *FencingScopeStorageOpenRelation(Oid storage, const char *scope_name,
 											  bool table_scope, MemoryContext cxt);
-extern Oid	ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
+extern Oid	FencingScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 							const AttrNumber *key_attnums, const char *const *key_names,
 							bool protected_here);
-extern void CheckScopeName(const char *scope_name);
-extern void CheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name);
-extern void SeedScopesFrom(Oid protected_relid, Oid source_relid);
-extern void ScopeStorageInvalidateAll(void);
+extern void FencingCheckScopeName(const char *scope_name);
+extern void FencingCheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name);
+extern void FencingSeedScopesFrom(Oid protected_relid, Oid source_relid);
+extern void FencingScopeStorageInvalidateAll(void);
 
 
 #endif							/* FENCING_SCOPE_STORAGE_H */

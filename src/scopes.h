@@ -41,18 +41,18 @@ typedef struct ScopeStorage
 } ScopeStorage;
 
 /* scopes.c: check and advance a scope's fence, atomically with the write */
-extern bool ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
+extern bool FencingScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 								 const Fence *token, bool strict, Fence *lost_to);
-extern bool ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls,
+extern bool FencingScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls,
 						const Fence *fence, Fence *current);
-extern void ScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls,
+extern void FencingScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls,
 					  const Fence *fence);
-extern void ScopeKeyOf(ScopeStorage *scope, const AttrNumber *key_attnums,
+extern void FencingScopeKeyOf(ScopeStorage *scope, const AttrNumber *key_attnums,
 					   HeapTuple tuple, TupleDesc desc, Datum *key, bool *nulls);
-extern int	ScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
+extern int	FencingScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
 							Datum *b, bool *bnulls);
-extern char *ScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls);
-extern void ScopesInit(void);
+extern char *FencingScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls);
+extern void FencingScopesInit(void);
 extern bool FencingIsLocalStateTrigger(const Trigger *t);
 
 

@@ -12,9 +12,9 @@
 
 #include "guard_config.h"
 
-extern char *LegacyScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc);
-extern bool LegacyScopesStillHere(void);
-extern bool LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
+extern char *FencingLegacyScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc);
+extern bool FencingLegacyScopesStillHere(void);
+extern bool FencingLegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 									   const Fence *token, bool strict,
 									   Fence *lost_to);
 
