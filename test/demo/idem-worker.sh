@@ -4,7 +4,8 @@
 #
 #   idem-worker.sh NAME SCENE      (started by test/demo.sh, not by hand)
 #
-# The refund of README's "Several steps and an external call": it calls
+# The refund of docs/idempotency.md, "Several steps and an external call:
+# the refund": it calls
 # the payment provider (PSP) between database steps, so it cannot be one
 # transaction.  What the worker does:
 #   1. claim the key           fencing.idem_begin('refund:r-2', request,
