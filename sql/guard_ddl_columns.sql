@@ -1,4 +1,4 @@
--- Guarding the guard, part 2 (issue 10): inheritance children, filled
+-- Guarding the guard, part 2: inheritance children, filled
 -- tables joining a protected tree, the fence and key columns, and the
 -- on-call view's health checks.
 \set SHOW_CONTEXT never

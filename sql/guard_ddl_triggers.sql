@@ -1,4 +1,4 @@
--- Guarding the guard, part 2 (issue 10): the guard triggers cannot be
+-- Guarding the guard, part 2: the guard triggers cannot be
 -- replaced, renamed or outranked, by any route.  Every refused attack is
 -- shown with its SQLSTATE, and the data is shown untouched afterwards.
 \set SHOW_CONTEXT never

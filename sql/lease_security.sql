@@ -1,7 +1,8 @@
--- Leases have owners (SPEC section 7): another role's lease cannot be
--- renewed, released, taken over or checked, and its token cannot be read,
--- by any path: the functions, fencing.leases, fencing.lease_status (and a
--- leaky function over it), error messages, a protected table's guard.
+-- Leases have owners (the role that first acquired the name): another
+-- role's lease cannot be renewed, released, taken over or checked, and its
+-- token cannot be read, by any path: the functions, fencing.leases,
+-- fencing.lease_status (and a leaky function over it), error messages, a
+-- protected table's guard.
 \set SHOW_CONTEXT never
 SET search_path = public, fencing;
 DELETE FROM fencing.leases WHERE name LIKE 'sec-%';

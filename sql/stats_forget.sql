@@ -1,5 +1,5 @@
 -- fencing.stats: the entry of a table is freed when the table is dropped
--- or unprotected, at commit (SPEC section 4a); a rollback keeps it.
+-- or unprotected, at commit; a rollback keeps it.
 \set SHOW_CONTEXT never
 SET search_path = public, fencing;
 

@@ -4,9 +4,9 @@
 #
 #   idem-worker.sh NAME SCENE      (started by test/demo.sh, not by hand)
 #
-# The refund of README's "Several steps and an external call": it calls
-# the payment provider (PSP) between database steps, so it cannot be one
-# transaction.  What the worker does:
+# The refund of docs/idempotency.md, "Several steps and an external call:
+# the refund": it calls the payment provider (PSP) between database steps,
+# so it cannot be one transaction.  What the worker does:
 #   1. claim the key           fencing.idem_begin('refund:r-2', request,
 #                              lease => DEMO_TTL_MS): started (a claim
 #                              token), resumed (a higher token and how far

@@ -3,12 +3,12 @@
 BEGIN;
 SELECT plan(41);
 
--- the table, as the SPEC lists it
+-- the table, with the columns the reference lists
 SELECT has_table('fencing', 'idempotency_keys', 'table fencing.idempotency_keys exists');
 SELECT columns_are('fencing', 'idempotency_keys',
                    ARRAY['key', 'request_hash', 'state', 'result', 'claim', 'recovery_point',
                          'locked_until', 'expires_at', 'created_at', 'updated_at', 'owner'],
-                   'idempotency_keys has the SPEC''s columns, and the owner role');
+                   'idempotency_keys has its documented columns, and the owner role');
 SELECT col_type_is('fencing', 'idempotency_keys', 'key', 'text', 'key is text');
 SELECT col_is_pk('fencing', 'idempotency_keys', 'key', 'key is the primary key');
 SELECT col_type_is('fencing', 'idempotency_keys', 'request_hash', 'bytea', 'request_hash is bytea');

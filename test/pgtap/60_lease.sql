@@ -1,4 +1,5 @@
--- The catalog shape of the leases (SPEC section 7).
+-- The catalog shape of the leases: the table, its owner column, the
+-- functions and who may run them.
 BEGIN;
 SELECT plan(26);
 

@@ -1,5 +1,5 @@
--- The catalog shape of the observability objects (SPEC section 9) and the
--- lease ownership (section 7).
+-- The catalog shape of the observability objects (the statistics and
+-- lease views) and of the lease ownership.
 BEGIN;
 SELECT plan(22);
 
@@ -8,7 +8,7 @@ SELECT columns_are('fencing', 'lease_stats',
     ARRAY['acquired', 'acquire_refused', 'renewed', 'renew_failed', 'released',
           'release_failed', 'expired', 'rejected', 'hold_count',
           'hold_seconds_sum', 'hold_seconds_max'],
-    'fencing.lease_stats has the columns of the SPEC');
+    'fencing.lease_stats has its documented columns');
 SELECT col_type_is('fencing', 'lease_stats', 'acquired', 'bigint', 'lease_stats.acquired is bigint');
 SELECT col_type_is('fencing', 'lease_stats', 'hold_count', 'bigint', 'lease_stats.hold_count is bigint');
 SELECT col_type_is('fencing', 'lease_stats', 'hold_seconds_sum', 'double precision',
@@ -21,7 +21,7 @@ SELECT is((SELECT count(*)::int FROM fencing.lease_stats), 1,
 SELECT has_view('fencing', 'lease_status', 'fencing.lease_status exists');
 SELECT columns_are('fencing', 'lease_status',
     ARRAY['name', 'holder', 'token', 'granted_at', 'expires_at', 'live', 'remaining'],
-    'fencing.lease_status has the columns of the SPEC');
+    'fencing.lease_status has its documented columns');
 SELECT col_type_is('fencing', 'lease_status', 'token', 'fencing.fence', 'lease_status.token is a fence');
 SELECT col_type_is('fencing', 'lease_status', 'live', 'boolean', 'lease_status.live is boolean');
 SELECT col_type_is('fencing', 'lease_status', 'remaining', 'interval', 'lease_status.remaining is an interval');

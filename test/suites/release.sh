@@ -5,7 +5,9 @@
 # fencing.control and debian/changelog (test/release/check_meta.py), and the
 # check fails when they differ; `make dist` builds fencing-<version>.zip
 # holding exactly the committed tree: everything that builds and tests the
-# extension, nothing generated.  No server needed; prints TAP.
+# extension, nothing generated; every relative link of the Markdown a user
+# reads names a file and heading of the tree (test/release/check_links.py).
+# No server needed; prints TAP.
 #
 # Run by test/check.sh (FENCING_SUITES=release), or alone:
 #   bash test/suites/release.sh
@@ -31,7 +33,7 @@ for tool in python3 git make; do
     command -v "$tool" >/dev/null || { echo "1..0 # SKIP $tool is not installed"; exit 0; }
 done
 
-echo "1..9"
+echo "1..10"
 
 # 1. the committed description is consistent
 out=$(python3 "$check" "$FENCING_ROOT" 2>&1)
@@ -162,5 +164,25 @@ for t in $(make -s -C "$FENCING_ROOT" print-isolation); do has "test/isolation/s
 [ ${#missing[@]} -gt 0 ] && printf 'missing: %s\n' "${missing[@]}" | say
 [ ${#missing[@]} -eq 0 ]
 tap $? "the archive holds what builds and tests it (sources of OBJS, DATA, REGRESS and ISOLATION files, debian/)"
+
+# 10. every relative link of README.md, CHANGELOG.md, docs/ and monitoring/
+# names a file of the tree and a heading of it
+links=$FENCING_ROOT/test/release/check_links.py
+out=$(python3 "$links" "$FENCING_ROOT" 2>&1)
+st=$?
+echo "$out" | say
+# (and the check does catch a missing file and a missing heading, or this
+# would pass vacuously)
+rm -rf "$work/links" && mkdir -p "$work/links/docs"
+cp -a "$FENCING_ROOT/README.md" "$work/links/"
+cp -a "$FENCING_ROOT/docs/." "$work/links/docs/"
+printf '\n[gone](docs/no-such-page.md) [moved](docs/guard.md#no-such-heading)\n' >>"$work/links/README.md"
+probe=$(python3 "$links" "$work/links" 2>&1)
+pst=$?
+echo "$probe" | grep -q 'no file docs/no-such-page.md' && echo "$probe" | grep -q 'no heading #no-such-heading in docs/guard.md'
+caught=$?
+[ "$pst" -ne 0 ] && [ "$caught" -eq 0 ] || echo "$probe" | sed 's/^/probe: /' | say
+[ "$st" -eq 0 ] && [ "$pst" -ne 0 ] && [ "$caught" -eq 0 ]
+tap $? "every relative link of the Markdown a user reads names a file and heading of the tree (test/release/check_links.py)"
 
 [ "$failed" -eq 0 ]

@@ -3,8 +3,9 @@
 # Thousands of random and mutated inputs go through fence_in (a text cast)
 # and fence_recv (binary COPY FROM), in one server-side loop each.  Every
 # outcome is compared with an independent oracle written here from the
-# SPEC: which inputs are accepted and their canonical form, and which
-# SQLSTATE each rejected input gets.  The same text inputs go through the
+# type's rules (E:C or a bare C, each part 0 .. 2^63-1, white space around
+# it and nothing else): which inputs are accepted and their canonical form,
+# and which SQLSTATE each rejected input gets.  The same text inputs go through the
 # setting fencing.token (SET LOCAL), which must refuse exactly what the type
 # refuses and carry the canonical value into the guard.  Finally the server must still be up
 # and must not have logged a crash.
