@@ -6,6 +6,9 @@ SET client_min_messages = warning;
 
 CREATE TABLE ledger (id int PRIMARY KEY, account text NOT NULL,
                      amount int NOT NULL, fence fencing.fence);
+-- owned by a role of the test's own, whoever runs it
+CREATE ROLE fencing_ledger_owner;
+ALTER TABLE ledger OWNER TO fencing_ledger_owner;
 INSERT INTO ledger VALUES (1, 'acct-1', 100, '0:10');
 SELECT fencing.protect('ledger', key_columns => '{account}');
 CREATE FUNCTION let_through() RETURNS trigger LANGUAGE plpgsql
@@ -164,4 +167,4 @@ SELECT fencing.unprotect('ledger');
 CREATE TRIGGER zzz BEFORE UPDATE ON ledger FOR EACH ROW EXECUTE FUNCTION lower_fence();
 DROP TABLE ledger, events, events_eu_3 CASCADE;
 DROP FUNCTION add_audit(), let_through(), lower_fence();
-DROP ROLE fencing_trg_only;
+DROP ROLE fencing_trg_only, fencing_ledger_owner;

@@ -10,7 +10,7 @@ SELECT current_database() AS regress_db \gset
 CREATE ROLE regress_keys_dba SUPERUSER;
 CREATE ROLE regress_keys_alice;
 CREATE ROLE regress_keys_mallory;
-CREATE DATABASE regress_update_keys;
+CREATE DATABASE regress_update_keys TEMPLATE template0 ENCODING 'UTF8';
 \c regress_update_keys
 SET ROLE regress_keys_dba;
 -- What 1.0's protect() left behind for a table in key scope (this library
