@@ -42,6 +42,10 @@ $node->safe_psql('appdb', q{
 	GRANT USAGE ON SEQUENCE ledger_id_seq TO app;
 });
 
+# the bootstrap superuser: the OS user that ran initdb (postgres in the
+# harness, whoever runs make prove_installcheck otherwise)
+my $superuser = $node->safe_psql('postgres', 'SELECT current_user');
+
 # $sql run in appdb by $user, in a new session ($options: its connection
 # options); (SQLSTATE or '', stderr).
 sub run
@@ -114,11 +118,11 @@ my @stored = (
 foreach my $s (@stored)
 {
 	my ($what, $set, $reset, $warning) = @$s;
-	my ($state, $err) = run('postgres', sprintf($set, $max));
+	my ($state, $err) = run($superuser, sprintf($set, $max));
 	is($state, '', "$label: $what, the library not loaded: stored as a placeholder")
 	  or diag $err;
 	stored_value_ignored($label, $what, $warning);
-	run('postgres', $reset);
+	run($superuser, $reset);
 }
 
 # a bad token of the session's own is still 22P02 when the library loads
@@ -165,13 +169,13 @@ like($err, qr/cannot be set by ALTER DATABASE \.\.\. SET/, "$label: ... naming A
 # ALTER SYSTEM from a session without the library: PostgreSQL 17 and
 # later write a parameter they do not know into postgresql.auto.conf, and
 # it reaches the sessions at the reload; up to 16 they refuse it (42704)
-($state, $err) = run('postgres', "ALTER SYSTEM SET fencing.token = '$max'");
+($state, $err) = run($superuser, "ALTER SYSTEM SET fencing.token = '$max'");
 if ($node->pg_version >= 17)
 {
 	is($state, '', "$label: ALTER SYSTEM, the library not loaded: written") or diag $err;
 	$node->reload;
 	stored_value_ignored($label, 'ALTER SYSTEM, reloaded', 'postgresql.conf or ALTER SYSTEM');
-	run('postgres', 'ALTER SYSTEM RESET fencing.token');
+	run($superuser, 'ALTER SYSTEM RESET fencing.token');
 	$node->reload;
 }
 else
@@ -180,10 +184,10 @@ else
 	  or diag $err;
 }
 # ALTER SYSTEM from a session that loaded the library: refused
-($state, $err) = run('postgres',
+($state, $err) = run($superuser,
 	"SELECT '1:0'::fencing.fence; ALTER SYSTEM SET fencing.token = '$max'");
 is($state, '55P02', "$label: ALTER SYSTEM, library loaded: 55P02") or diag $err;
-($state, $err) = run('postgres',
+($state, $err) = run($superuser,
 	"SELECT '1:0'::fencing.fence; ALTER SYSTEM SET fencing.bypass = on");
 is($state, '55P02', "$label: ALTER SYSTEM SET fencing.bypass, library loaded: 55P02") or diag $err;
 
@@ -194,8 +198,8 @@ stored_value_ignored($label, 'postgresql.conf, reloaded', 'postgresql.conf or AL
 
 # Left stored for the next phase: a database default made while the
 # library was not loaded
-run('postgres', "ALTER DATABASE appdb SET fencing.token = '$max'");
-run('postgres', "ALTER ROLE app SET fencing.bypass = on");
+run($superuser, "ALTER DATABASE appdb SET fencing.token = '$max'");
+run($superuser, "ALTER ROLE app SET fencing.bypass = on");
 
 # ---------------------------------------------------------------------
 # With the preload: the library is there before the backend applies them
@@ -222,8 +226,8 @@ is(fences(), $before, "$label: no fence moved");
 like(slurp_file($node->logfile),
 	qr/parameter "fencing\.token" cannot be set by postgresql\.conf or ALTER SYSTEM/,
 	"$label: the server logged that postgresql.conf's fencing.token was refused");
-run('postgres', 'ALTER DATABASE appdb RESET fencing.token');
-run('postgres', 'ALTER ROLE app RESET fencing.bypass');
+run($superuser, 'ALTER DATABASE appdb RESET fencing.token');
+run($superuser, 'ALTER ROLE app RESET fencing.bypass');
 
 # now every way of storing one is refused when it is made
 foreach my $set (
@@ -235,7 +239,7 @@ foreach my $set (
 	'ALTER ROLE app SET fencing.bypass = on',
 	'ALTER SYSTEM SET fencing.bypass = on')
 {
-	($state, $err) = run('postgres', $set);
+	($state, $err) = run($superuser, $set);
 	is($state, '55P02', "$label: $set: 55P02") or diag $err;
 }
 ($state, $err) = run('dbo', "ALTER DATABASE appdb SET fencing.token = '$max'");
