@@ -1117,7 +1117,6 @@ FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 		memcpy(cfg->key_attnums, key_attnums, sizeof(AttrNumber) * args.nkeys);
 		cfg->scope_name = pstrdup(args.scope_name);
 		cfg->scope = scope;
-		cfg->scope_moves_with_rel = true;
 	}
 	else
 	{
@@ -1126,6 +1125,29 @@ FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 		cfg->scope_name = FencingQualifiedName(shell);
 	}
 	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The settings that the Citus guard trigger of rel carries, for the
+ * replay of a shard transfer (citus_transfer.c), where the shard may not
+ * be in Citus' metadata yet: its fence column, and in key scope its scope
+ * and storage table in schema fencing (*storage NULL in row scope).  The
+ * strings point into rel's trigger data.  False when rel has no such
+ * trigger, its settings cannot be read, or Citus is absent.
+ */
+bool
+FencingCitusGuardSettings(Relation rel, const char **fence_column,
+						  const char **scope_name, const char **storage)
+{
+	Trigger    *t = CitusGuardTrigger(rel);
+	CitusGuardArgs args;
+
+	if (t == NULL || !ParseGuardArgs(t, &args) || !CitusPresent())
+		return false;
+	*fence_column = args.fence_column;
+	*scope_name = args.scope_name;
+	*storage = args.storage;
+	return true;
 }
 
 /*
@@ -1177,6 +1199,34 @@ CatalogCitusGuardTrigger(Oid relid, Trigger *t)
 	systable_endscan(scan);
 	table_close(tgrel, AccessShareLock);
 	return found;
+}
+
+/*
+ * The same from the catalog, for a relation not opened: in key scope its
+ * scope and storage (*storage NULL in row scope), palloc'd.
+ */
+bool
+FencingCitusCatalogGuardSettings(Oid relid, const char **scope_name,
+								 const char **storage)
+{
+	Trigger		t;
+	CitusGuardArgs args;
+
+	if (!CatalogCitusGuardTrigger(relid, &t) || !ParseGuardArgs(&t, &args))
+		return false;
+	*scope_name = args.scope_name;
+	*storage = args.storage;
+	return true;
+}
+
+/*
+ * The distributed table whose shard relid is, when Citus' metadata says
+ * so, else InvalidOid (for the statistics of a replayed write).
+ */
+Oid
+FencingCitusShardShell(Oid relid)
+{
+	return CitusShardOf(relid);
 }
 
 /*
@@ -1392,6 +1442,21 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 		if (CitusPresent())
 			CheckNewPartitionOfCitusTable(rv);
 	}
+
+	/*
+	 * The guard arriving on a shard that a shard transfer fills: its scope's
+	 * fences first (citus_transfer.c).  After the command's own DDL, under
+	 * its lock on the table.
+	 */
+	if (IsA(parsetree, CreateTrigStmt) || IsA(parsetree, AlterTableStmt))
+	{
+		RangeVar   *target = IsA(parsetree, CreateTrigStmt) ?
+			((CreateTrigStmt *) parsetree)->relation :
+			((AlterTableStmt *) parsetree)->relation;
+
+		FencingCitusAwaitTransferDdl(RangeVarGetRelid(target, NoLock, true));
+	}
+
 	if (rv == NULL || !CitusPresent())
 		PG_RETURN_NULL();
 	relid = RangeVarGetRelid(rv, NoLock, true);

@@ -24,9 +24,8 @@ _PG_init(void)
 {
 	/* settings and caches of the guard */
 	FencingGucInit();
-	GuardConfigInit();
-	FencingProtectionInit();
 	ScopesInit();
+	FencingCitusTransferInit();
 
 	/* shared memory of the statistics */
 	FencingStatsInit();

@@ -138,13 +138,9 @@ typedef struct GuardConfig
 	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
 	Oid			table_owner;	/* owner of protected_relid, for the lease */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
-	bool		scope_moves_with_rel;	/* citus: the scope's storage shard is
-										 * moved with this shard, by a logical
-										 * replication of its own */
 } GuardConfig;
 
 extern GuardConfig *GetGuardConfig(Relation rel);
-extern void GuardConfigInit(void);
 
 /* visibility.c: who may read a key value or a fence */
 extern bool FencingMayReadGuardedKeys(Relation rel, GuardConfig *cfg);
@@ -199,7 +195,6 @@ extern bool FencingProtectionColumns(Oid relid, char **fence_column, int *nkeys,
 									 char ***key_columns);
 extern Oid	FencingProtectedTableOid(void);
 extern void FencingProtectionReset(void);
-extern void FencingProtectionInit(void);
 
 /* ddl_guard.c: what protect() and unprotect() ask of the DDL guard */
 extern void FencingCheckProtectable(Relation rel, const char *fence_column,
@@ -224,6 +219,16 @@ extern bool FencingCitusDistributesStorage(Oid relid);
 extern bool FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 								  int nkeys, Datum *keynames, Oid source_relid);
 extern void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);
+extern bool FencingCitusGuardSettings(Relation rel, const char **fence_column,
+									  const char **scope_name, const char **storage);
+extern bool FencingCitusCatalogGuardSettings(Oid relid, const char **scope_name,
+											 const char **storage);
+extern Oid	FencingCitusShardShell(Oid relid);
+
+/* citus_transfer.c: key scope across Citus shard transfers */
+extern void FencingCitusTransferInit(void);
+extern bool FencingCitusFollowReplay(Relation rel, AttrNumber *fence_attnum);
+extern void FencingCitusAwaitTransferDdl(Oid relid);
 
 /* stats.c: counters in shared memory, present only with the preload */
 typedef enum FencingTableCounter

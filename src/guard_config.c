@@ -60,12 +60,6 @@ InvalidateGuardConfig(Datum arg pg_attribute_unused(), Oid relid)
 		entry->config.valid = false;
 }
 
-/* Register the relcache callback; called from _PG_init. */
-void
-GuardConfigInit(void)
-{
-	CacheRegisterRelcacheCallback(InvalidateGuardConfig, (Datum) 0);
-}
 
 /* Raise SF005 for a trigger whose table's settings cannot be used. */
 static void
@@ -273,6 +267,13 @@ GetGuardConfig(Relation rel)
 		ctl.hcxt = CacheMemoryContext;
 		guard_configs = hash_create("fencing guard configs", 64, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+		/*
+		 * With the first entry, not at library load: a backend has room for
+		 * ten relcache callbacks, and one that never guards a write (the
+		 * walsender of a Citus shard split) must not run out for ours.
+		 */
+		CacheRegisterRelcacheCallback(InvalidateGuardConfig, (Datum) 0);
 	}
 	entry = hash_search(guard_configs, &relid, HASH_ENTER, &found);
 	if (!found)
