@@ -21,9 +21,14 @@
  * rows all there and the fences of the last writes, or of all of them,
  * missing: a fence below a token the old node accepted.
  *
- * So the table's stream is made to wait for the storage's, which Citus
- * does see, at the two places where the guard is in the path of the
- * table's stream on the new node:
+ * The same holds the other way round: a table's stream whose apply
+ * worker has not started yet is skipped as well, and the transfer can
+ * complete with the fences there and the table's rows of the same
+ * writes missing.
+ *
+ * So the table's stream is made to wait for the storage's, at the two
+ * places where the guard is in the path of the table's stream on the new
+ * node:
  *
  *   - When the guard arrives on a shard being filled (Citus creates a new
  *     shard's triggers, or attaches its partitions, after the first
@@ -42,14 +47,28 @@
  *     fences, if any, so they are here.  A DELETE, whose token only the
  *     storage carries, waits the same way.
  *
+ * And the storage's stream waits for the tables': each transaction that
+ * it replays waits, before it commits, until the streams of the tables in
+ * key scope whose storage shards it fills, from the same publisher, have
+ * come as far as the old node's commit of the same transaction
+ * (AwaitScopeTables).  Each stream that Citus skips thus holds back one
+ * that it sees, and the transfer waits for both.  This side runs in the
+ * storage's apply worker, which loads the library only when it is
+ * preloaded (shared_preload_libraries = 'citus,fencing').
+ *
  * A stream has come as far as a position when its replication origin
- * (the end of the last transaction it applied) or the latest_end_lsn of
- * its running apply worker (a keepalive received after everything before
- * it was applied) is there.  Every storage change on the old node comes
- * with a write of a table of the scope in the same shard group (the guard
- * writes the storage only for a write it checks), so while the tables'
- * streams cannot get ahead, Citus' catch-up of them is a catch-up of the
- * storage too.  Nothing but the storage's own stream writes the storage
+ * (the end of the last transaction it applied) or the last message that
+ * its running apply worker received (last_lsn: a transaction's change,
+ * its commit, or a keepalive sent after everything before it) is there:
+ * the worker applies its messages one by one, in order.  That message may
+ * be the commit of the very transaction waited for, which the other
+ * stream's worker is committing, or waiting at itself: two streams that
+ * wait for each other at the same transaction both go on.
+ *
+ * Every storage change on the old node comes with a write of a table of
+ * the scope in the same shard group (the guard writes the storage only
+ * for a write it checks), so while neither side can get ahead, Citus'
+ * catch-up of one is a catch-up of the other.  Nothing but the storage's own stream writes the storage
  * shard on the new node before the switch: no unique violation, no
  * UPDATE that misses its row (REPLICA IDENTITY FULL compares the fence).
  *
@@ -154,10 +173,19 @@ StreamProgress(Oid subid)
 	if (originid != InvalidRepOriginId)
 		progress = replorigin_get_progress(originid, false);
 
+	/*
+	 * A running apply worker applies its stream in order, one message at a
+	 * time: with the message it has received last (last_lsn, which a
+	 * keepalive raises too), everything before it is applied.  That message
+	 * may be the commit of the very transaction a stream waits for, which
+	 * this worker is committing (and may itself be waiting for the other
+	 * stream at): counting it lets two streams that wait for each other at
+	 * the same transaction both go on.
+	 */
 	LWLockAcquire(LogicalRepWorkerLock, LW_SHARED);
 	worker = logicalrep_worker_find(subid, InvalidOid, true);
-	if (worker != NULL && worker->reply_lsn > progress)
-		progress = worker->reply_lsn;
+	if (worker != NULL && worker->last_lsn > progress)
+		progress = worker->last_lsn;
 	LWLockRelease(LogicalRepWorkerLock);
 	return progress;
 }
@@ -278,13 +306,14 @@ StreamTimeoutMs(void)
 
 /*
  * Wait until stream has come to target on its publisher: the fences of
- * scope_name that a write replayed into table relname needs.  Fails with
- * 55000 when the stream's subscription is dropped, or when it stands
- * still for citus.logical_replication_timeout.
+ * scope_name that a write replayed into table relname needs, or (for_rows)
+ * the writes into table relname that the fences of scope_name replayed
+ * here came with.  Fails with 55000 when the stream's subscription is
+ * dropped, or when it stands still for citus.logical_replication_timeout.
  */
 static void
 AwaitStream(ScopeStream *stream, XLogRecPtr target, const char *scope_name,
-			const char *relname)
+			const char *relname, bool for_rows)
 {
 	XLogRecPtr	progress = StreamProgress(stream->subid);
 	XLogRecPtr	seen = progress;
@@ -305,6 +334,17 @@ AwaitStream(ScopeStream *stream, XLogRecPtr target, const char *scope_name,
 
 		/* a dropped subscription brings nothing more */
 		AcceptInvalidationMessages();
+		if (!SearchSysCacheExists1(SUBSCRIPTIONOID, ObjectIdGetDatum(stream->subid)) &&
+			for_rows)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the writes of table \"%s\" stopped arriving on this node",
+							relname),
+					 errdetail("Subscription \"%s\", which replicates table \"%s\" to this node, was dropped at %X/%X, before the position %X/%X of the fences of scope \"%s\" replayed here.",
+							   stream->subname, relname,
+							   LSN_FORMAT_ARGS(progress), LSN_FORMAT_ARGS(target),
+							   scope_name),
+					 errhint("The shard transfer that created the subscription did not complete; its old shards keep the table and its fences.  Run it again.")));
 		if (!SearchSysCacheExists1(SUBSCRIPTIONOID, ObjectIdGetDatum(stream->subid)))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -322,6 +362,17 @@ AwaitStream(ScopeStream *stream, XLogRecPtr target, const char *scope_name,
 			seen = progress;
 			moved = GetCurrentTimestamp();
 		}
+		else if (TimestampDifferenceExceeds(moved, GetCurrentTimestamp(), timeout) &&
+				 for_rows)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the writes of table \"%s\" did not arrive on this node in time",
+							relname),
+					 errdetail("Subscription \"%s\", which replicates table \"%s\" to this node, stood at %X/%X for %ld ms, before the position %X/%X of the fences of scope \"%s\" replayed here.",
+							   stream->subname, relname, LSN_FORMAT_ARGS(progress),
+							   timeout, LSN_FORMAT_ARGS(target), scope_name),
+					 errhint("Find out in the server log why the apply worker of subscription \"%s\" does not run.  The shard transfer fails rather than complete without the writes of table \"%s\".",
+							 stream->subname, relname)));
 		else if (TimestampDifferenceExceeds(moved, GetCurrentTimestamp(), timeout))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -366,7 +417,7 @@ AwaitStorageStreams(Oid subid, const char *storage, const char *scope_name,
 	if (XLogRecPtrIsInvalid(target))
 		return;
 	foreach(lc, streams)
-		AwaitStream(lfirst(lc), target, scope_name, relname);
+		AwaitStream(lfirst(lc), target, scope_name, relname, false);
 }
 
 /*
@@ -451,6 +502,129 @@ AwaitPendingScopes(void)
 	}
 }
 
+/*
+ * For a shard fencing.scope_<x>_<shardid> of a scope's storage, the name
+ * of its storage table (palloc'd), else NULL.
+ */
+static char *
+StorageOfShard(Oid relid)
+{
+	char	   *relname;
+	char	   *sep;
+	const char *p;
+
+	if (get_rel_namespace(relid) != FencingSchemaOid())
+		return NULL;
+	relname = get_rel_name(relid);
+	if (relname == NULL || strncmp(relname, "scope_", 6) != 0)
+		return NULL;
+	sep = strrchr(relname, '_');
+	if (sep == relname + 5 || sep[1] == '\0')
+		return NULL;
+	for (p = sep + 1; *p != '\0'; p++)
+		if (*p < '0' || *p > '9')
+			return NULL;
+	*sep = '\0';
+	return relname;
+}
+
+/*
+ * Before a replayed transaction of a stream that fills a storage shard
+ * commits: wait until the streams of the tables in key scope whose fences
+ * it carries, from the same publisher, have come as far as the old
+ * node's commit of the same transaction.  The guard wrote those fences
+ * with a write into one of those tables: without its stream, Citus would
+ * take the transfer for caught up with the fences here and the writes
+ * not.  Nothing to do for any other stream.
+ */
+static void
+AwaitScopeTables(void)
+{
+	XLogRecPtr	target = replorigin_session_origin_lsn;
+	Oid			subid = MySubscription->oid;
+	Subscription *own;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *own_storages = NIL;
+	List	   *other_subs = NIL;	/* the other streams' relations: */
+	List	   *other_rels = NIL;	/* srsubid and srrelid */
+	List	   *streams = NIL;
+	List	   *stream_scopes = NIL;
+	List	   *stream_tables = NIL;
+	ListCell   *lc;
+	ListCell   *lc2;
+	ListCell   *lc3;
+
+	if (XLogRecPtrIsInvalid(target) || !OidIsValid(get_extension_oid("citus", true)))
+		return;
+	own = GetSubscription(subid, true);
+	if (own == NULL)
+		return;
+
+	rel = table_open(SubscriptionRelRelationId, AccessShareLock);
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_subscription_rel sr = (Form_pg_subscription_rel) GETSTRUCT(tup);
+
+		if (sr->srsubid == subid)
+		{
+			char	   *storage = StorageOfShard(sr->srrelid);
+
+			if (storage != NULL)
+				own_storages = lappend(own_storages, storage);
+		}
+		else
+		{
+			other_subs = lappend_oid(other_subs, sr->srsubid);
+			other_rels = lappend_oid(other_rels, sr->srrelid);
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (own_storages == NIL)
+		return;
+
+	forboth(lc2, other_subs, lc3, other_rels)
+	{
+		Oid			other = lfirst_oid(lc2);
+		Oid			relid = lfirst_oid(lc3);
+		const char *scope_name;
+		const char *storage;
+		bool		mine = false;
+		Subscription *sub;
+		ScopeStream *stream;
+
+		if (!FencingCitusCatalogGuardSettings(relid, &scope_name, &storage) ||
+			storage == NULL)
+			continue;
+		foreach(lc, own_storages)
+			if (strcmp((char *) lfirst(lc), storage) == 0)
+				mine = true;
+		if (!mine)
+			continue;
+		foreach(lc, streams)
+			if (((ScopeStream *) lfirst(lc))->subid == other)
+				mine = false;
+		if (!mine)
+			continue;
+		sub = GetSubscription(other, true);
+		if (sub == NULL || sub->dbid != MyDatabaseId ||
+			strcmp(sub->conninfo, own->conninfo) != 0)
+			continue;
+		stream = palloc(sizeof(ScopeStream));
+		stream->subid = other;
+		stream->subname = pstrdup(sub->name);
+		streams = lappend(streams, stream);
+		stream_scopes = lappend(stream_scopes, pstrdup(scope_name));
+		stream_tables = lappend(stream_tables, get_rel_name(relid));
+	}
+
+	forthree(lc, streams, lc2, stream_scopes, lc3, stream_tables)
+		AwaitStream(lfirst(lc), target, lfirst(lc2), lfirst(lc3), true);
+}
+
 /* Transaction callback: the wait before commit, the forgetting after. */
 static void
 TransferXactCallback(XactEvent event, void *arg pg_attribute_unused())
@@ -459,9 +633,11 @@ TransferXactCallback(XactEvent event, void *arg pg_attribute_unused())
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
-			if (pending_scopes != NIL && pending_lxid == CurrentLocalTransactionId() &&
-				IsLogicalWorker())
+			if (!IsLogicalWorker() || MySubscription == NULL)
+				break;
+			if (pending_scopes != NIL && pending_lxid == CurrentLocalTransactionId())
 				AwaitPendingScopes();
+			AwaitScopeTables();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:

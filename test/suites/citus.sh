@@ -828,9 +828,11 @@ split_storage() {
          WHERE c.relnamespace = 'fencing'::regnamespace AND c.relname ~ '^${storage#fencing.}_[0-9]+\$'
            AND NOT EXISTS (SELECT 1 FROM pg_dist_shard s WHERE s.shardid = substring(c.relname from '[0-9]+\$')::bigint)"
 }
-# does the transfer of shard SHARDID block writes to it (Citus' lock on its metadata)?
+# does a transfer block writes (Citus' exclusive lock on the metadata of a
+# shard, or of a shard index of a co-location group, which only a transfer
+# takes, and only when it blocks writes)?
 writes_blocked() {
-    q coord "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 4 AND objid = ($1 % 4294967296)
+    q coord "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid IN (4, 8)
              AND mode = 'ExclusiveLock' AND granted"
 }
 # run SQL as the application, with a token propagated to the workers
@@ -882,7 +884,7 @@ printf 'SELECT pg_advisory_unlock(44000, 55152);\n' >&8
 waited=
 for i in $(seq 1200); do
     [ -e "$tdir/transfer.done" ] && break
-    if [ "$(fences_awaited "$mto")" -gt 0 ] && [ "$(writes_blocked "$mk")" -gt 0 ]; then
+    if [ "$(fences_awaited "$mto")" -gt 0 ] && [ "$(writes_blocked)" -gt 0 ]; then
         waited=1
         (qt "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 40013, 'mv0', '95:14')" >"$tdir/blocked.out" 2>&1) &
         bpid=$!
