@@ -51,8 +51,10 @@
  * it replays waits, before it commits, until the streams of the tables in
  * key scope whose storage shards it fills, from the same publisher, have
  * come as far as the old node's commit of the same transaction
- * (AwaitScopeTables).  Each stream that Citus skips thus holds back one
- * that it sees, and the transfer waits for both.  This side runs in the
+ * (AwaitScopeTables), from the first one on: before the guard is on a
+ * new shard, its distributed table's shell on the node tells its scope.
+ * Each stream that Citus skips thus holds back one that it sees, and the
+ * transfer waits for both.  This side runs in the
  * storage's apply worker, which loads the library only when it is
  * preloaded (shared_preload_libraries = 'citus,fencing').
  *
@@ -529,6 +531,36 @@ StorageOfShard(Oid relid)
 }
 
 /*
+ * The guard settings of relid, a shard that a transfer fills: its own
+ * guard's, or before Citus has created it there (it does after the first
+ * catch-up), those of its distributed table, whose shell on this node
+ * (the shard's name without its "_<shardid>", in its schema) carries the
+ * guard with the same settings.
+ */
+static bool
+TableGuardSettings(Oid relid, const char **scope_name, const char **storage)
+{
+	char	   *relname;
+	char	   *sep;
+	const char *p;
+	Oid			shell;
+
+	if (FencingCitusCatalogGuardSettings(relid, scope_name, storage))
+		return true;
+	relname = get_rel_name(relid);
+	if (relname == NULL || (sep = strrchr(relname, '_')) == NULL ||
+		sep == relname || sep[1] == '\0')
+		return false;
+	for (p = sep + 1; *p != '\0'; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	*sep = '\0';
+	shell = get_relname_relid(relname, get_rel_namespace(relid));
+	return OidIsValid(shell) &&
+		FencingCitusCatalogGuardSettings(shell, scope_name, storage);
+}
+
+/*
  * Before a replayed transaction of a stream that fills a storage shard
  * commits: wait until the streams of the tables in key scope whose fences
  * it carries, from the same publisher, have come as far as the old
@@ -596,8 +628,7 @@ AwaitScopeTables(void)
 		Subscription *sub;
 		ScopeStream *stream;
 
-		if (!FencingCitusCatalogGuardSettings(relid, &scope_name, &storage) ||
-			storage == NULL)
+		if (!TableGuardSettings(relid, &scope_name, &storage) || storage == NULL)
 			continue;
 		foreach(lc, own_storages)
 			if (strcmp((char *) lfirst(lc), storage) == 0)

@@ -958,7 +958,47 @@ out=$(qaerr coord "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 50201
 stale_key "$out" "spd\",\"$ma" "after the split, a stale write of key spd"
 is "$(colocated_census)" "6 6" "... 6 ledger shards, each with its storage shard on its node"
 
-is "$(q coord "SELECT count(*) FROM ledger")" "1587" "the ledger: 1587 rows, each accepted write once"
+# the other way round: the new ledger shard refuses the stream of rows
+# (from before the copy on, before the guard is there) while the fences of
+# the same writes come; the transfer must wait for the rows, not complete
+# without them
+ck=$(shard_of ledger $ma)
+cfrom=$(node_name_by_port "$(node_of_shard "$ck")")
+cto=$(for node in w1 w2 w3; do [ "$node" != "$cfrom" ] && echo $node; done | head -1)
+cledger=$(q coord "SELECT shard_name('ledger', $ck)")
+rm -f "$tdir/transfer.done"
+session_open hooks 8
+printf 'SELECT pg_advisory_lock(55152, 44000);\n\\! touch %s/hooks.held3\n' "$tdir" >&8
+for i in $(seq 600); do [ -e "$tdir/hooks.held3" ] && break; sleep 0.1; done
+session_open transfer 9
+printf "SET citus.running_under_citus_test_suite = on;\nSELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s);\n\\\\! touch %s/transfer.done\n" \
+    "$ck" "${PORT[$cfrom]}" "${PORT[$cto]}" "$tdir" >&9
+for i in $(seq 1200); do [ "$(hook_waiting 55152 44000)" = 1 ] && break; sleep 0.1; done
+hold_fences "$cto" "$cledger" 97:0
+out=$(qt "INSERT INTO ledger (acct, id, book, fence) SELECT $ma, 60000 + g, 'cr' || g % 3, ('97:' || g)::fencing.fence FROM generate_series(1, 6) g" 2>&1)
+printf 'SELECT pg_advisory_unlock(55152, 44000);\n' >&8
+waited=
+for i in $(seq 1200); do
+    [ -e "$tdir/transfer.done" ] && break
+    if [ "$(fences_awaited "$cto")" -gt 0 ]; then
+        waited=1
+        break
+    fi
+    sleep 0.1
+done
+free_fences "$cto" "$cledger"
+for i in $(seq 1200); do [ -e "$tdir/transfer.done" ] && break; sleep 0.1; done
+exec 9>&- 8>&-
+wait "${tpids[@]}"
+ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope move: the stream of fences waits for the rows of the same writes"
+is "$(cat "$tdir/transfer.out")" "" "key scope: citus_move_shard_placement of ledger shard $ck ($cfrom to $cto), its rows held back on $cto"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+is "$out" "" "... every write accepted"
+is "$(node_name_by_port "$(node_of_shard "$ck")")" "$cto" "... the shard is on $cto"
+is "$(q coord "SELECT count(*) FROM ledger WHERE acct = $ma AND id > 60000")" "6" "... with all 6 rows written during the move"
+is "$(fences_of cr)" "cr0=97:6,cr1=97:4,cr2=97:5" "... and every key's fence is its highest accepted token"
+
+is "$(q coord "SELECT count(*) FROM ledger")" "1593" "the ledger: 1593 rows, each accepted write once"
 
 # --- two coordinator sessions racing on one row
 race() {
