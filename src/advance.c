@@ -48,6 +48,6 @@ fence_advance(PG_FUNCTION_ARGS)
 	cmp = FenceCmp(token, current);
 	if (cmp > 0 || (cmp == 0 && !strict))
 		PG_RETURN_FENCE_P(token);
-	ReportStaleToken(token, current, NULL, NULL);
+	FencingReportStaleToken(token, current, NULL, NULL);
 	PG_RETURN_NULL();			/* not reached */
 }

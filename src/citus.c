@@ -82,7 +82,7 @@
  * 1. Storage, distributed co-located.  protect(tbl, key_columns => K) on a
  *    hash-distributed table whose distribution column d is the i-th of K
  *    finds or creates the scope's storage as on one server
- *    (ScopeStorageFor(): fencing.scope_<n> with columns key_1..key_k of
+ *    (FencingScopeStorageFor(): fencing.scope_<n> with columns key_1..key_k of
  *    K's base types and collations, fence, the unique index scope_<n>_key
  *    NULLS NOT DISTINCT, the registry row), and then
  *    (FencingCitusPrepareStorage), when this transaction created it, as
@@ -97,7 +97,7 @@
  *    scope only so.  Same shard count, same hash ranges, same nodes; Citus
  *    moves, splits and rebalances a co-location group as a whole, so each
  *    key's fence stays on the node of the key's rows.  Existing rows seed it
- *    (FencingCitusSeedScope, called by SeedScopesFrom) with
+ *    (FencingCitusSeedScope, called by FencingSeedScopesFrom) with
  *        INSERT INTO storage SELECT K, fencing.max(fence) FROM tbl GROUP BY K
  *        ON CONFLICT (key_1..key_k) DO UPDATE ... (only upwards)
  *    which Citus pushes down to each pair of co-located shards.
@@ -121,7 +121,7 @@
  *    with the same hash range (ColocatedStorageShard), which must be a table
  *    of the extension owner in schema fencing on this node: co-location
  *    guarantees it; otherwise the guard fails closed with SF005.  That
- *    relation becomes cfg->scope through ScopeStorageOpenRelation() (the
+ *    relation becomes cfg->scope through FencingScopeStorageOpenRelation() (the
  *    registry lives on the coordinator); from there the check and advance
  *    are the one-server code (scopes.c), unchanged, on that local table, in
  *    the worker's part of the distributed transaction, committed with the
@@ -635,7 +635,7 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 	if (nkeys > 0)
 	{
 		CheckScopeColocation(rel, &ct, scope_name);
-		storage = ScopeStorageRegistered(scope_name);
+		storage = FencingScopeStorageRegistered(scope_name);
 	}
 	if (ct.kind == CITUS_NONE)
 	{
@@ -749,7 +749,7 @@ CreatedInThisTransaction(Oid relid)
 }
 
 /*
- * protect() of a distributed table in key scope, once ScopeStorageFor()
+ * protect() of a distributed table in key scope, once FencingScopeStorageFor()
  * has found or created the scope's storage (under the lock on the scope's
  * name): a storage this transaction created is distributed co-located
  * with the table, by the key column of the table's distribution column;
@@ -807,7 +807,7 @@ FencingCitusDistributesStorage(Oid relid)
 }
 
 /*
- * SeedScopesFrom() of a scope whose storage is distributed: advance each
+ * FencingSeedScopesFrom() of a scope whose storage is distributed: advance each
  * key's fence to the highest among source_relid's rows with one INSERT ...
  * SELECT, which Citus runs on each pair of co-located shards.  Runs as the
  * extension's owner, who owns the storage and is a superuser (the
@@ -839,7 +839,7 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 
 	if (!CitusPresent() || nkeys == 0)
 		return false;
-	storage = ScopeStorageRegistered(scope_name);
+	storage = FencingScopeStorageRegistered(scope_name);
 	if (!OidIsValid(storage) || GetCitusTable(storage).kind == CITUS_NONE)
 		return false;
 	if (IsolationUsesXactSnapshot())
@@ -1096,7 +1096,7 @@ FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 			ReportShardScopeBroken(rel, shell, args.scope_name,
 								   psprintf("This node holds no shard of \"fencing.%s\" co-located with it.",
 											args.storage));
-		scope = ScopeStorageOpenRelation(storage_shard, args.scope_name, false, cxt);
+		scope = FencingScopeStorageOpenRelation(storage_shard, args.scope_name, false, cxt);
 		if (scope == NULL)
 			ReportShardScopeBroken(rel, shell, args.scope_name,
 								   psprintf("The shard of \"fencing.%s\" co-located with it cannot be opened.",

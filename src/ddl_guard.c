@@ -43,7 +43,7 @@
  * What is done: partitions and inheritance children created, attached or
  * inherited under a protected table get both guard triggers, enabled
  * ALWAYS, and the rows an attached or inheriting table brings advance the
- * scope fences (SeedScopesFrom); a partition detached or a child
+ * scope fences (FencingSeedScopesFrom); a partition detached or a child
  * disinherited stays protected on its own, with the same settings.
  *
  * Locking.  Nothing here locks a relation that is not protected, and no
@@ -1658,7 +1658,7 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 				if (phase == PHASE_END)
 				{
 					GuardTree(p->relid);
-					SeedScopesFrom(p->relid, other);
+					FencingSeedScopesFrom(p->relid, other);
 				}
 				break;
 			case AT_AddInherit:
@@ -1670,7 +1670,7 @@ CheckAlterTable(AlterTableStmt *stmt, GuardPhase phase)
 				if (phase == PHASE_END)
 				{
 					GuardTree(p->relid);
-					SeedScopesFrom(p->relid, relid);
+					FencingSeedScopesFrom(p->relid, relid);
 				}
 				break;
 			case AT_DetachPartition:

@@ -15,15 +15,15 @@
  * indexes are all plain column indexes (no expressions, predicates or
  * exclusion constraints) with at most one unique index, the arbiter, and
  * no more of them than the caller expects.  Anything else, typically a
- * table a DBA has added a trigger or an index to, makes DirectTableOpen
+ * table a DBA has added a trigger or an index to, makes FencingDirectTableOpen
  * return false, and the caller runs its SQL through SPI, where all of
  * that is honoured.
  *
- * DirectInsert is INSERT ... ON CONFLICT (arbiter) DO NOTHING: a
+ * FencingDirectInsert is INSERT ... ON CONFLICT (arbiter) DO NOTHING: a
  * speculative insertion (as nodeModifyTable.c does it), so that two
  * callers inserting the same key at the same time never both insert it,
  * and neither sees a unique violation: the second waits for the first
- * and then finds its row, or inserts after a rollback.  DirectUpdate is
+ * and then finds its row, or inserts after a rollback.  FencingDirectUpdate is
  * heap_update plus index entries when the update is not HOT.
  *
  * Used by the idempotency helpers (idempotency.c); written so that the
@@ -172,7 +172,7 @@ DirectIndexQualifies(Relation index, IndexInfo *info)
 }
 
 /*
- * Close what DirectTableOpen opened, from index n down.  The locks stay
+ * Close what FencingDirectTableOpen opened, from index n down.  The locks stay
  * until the transaction ends, as the executor keeps them.
  */
 static void
@@ -190,7 +190,7 @@ DirectCloseIndexes(DirectTable *dt, int n)
  * indexes: the caller then writes through SPI.
  */
 bool
-DirectTableOpen(Relation rel, Oid arbiter, int max_indexes, DirectTable *dt)
+FencingDirectTableOpen(Relation rel, Oid arbiter, int max_indexes, DirectTable *dt)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	List	   *indexlist;
@@ -257,7 +257,7 @@ DirectTableOpen(Relation rel, Oid arbiter, int max_indexes, DirectTable *dt)
 
 /* Close the indexes; the caller closes the table. */
 void
-DirectTableClose(DirectTable *dt)
+FencingDirectTableClose(DirectTable *dt)
 {
 	if (dt->slot != NULL)
 		ExecDropSingleTupleTableSlot(dt->slot);
@@ -438,7 +438,7 @@ DirectCheckConflictVisible(DirectTable *dt, ItemPointer tid)
  * never both insert, and never raise a unique violation.
  */
 DirectInsertResult
-DirectInsert(DirectTable *dt, HeapTuple tup, bool wait, ItemPointer conflict)
+FencingDirectInsert(DirectTable *dt, HeapTuple tup, bool wait, ItemPointer conflict)
 {
 	Relation	rel = dt->rel;
 	TransactionId xid = GetCurrentTransactionId();
@@ -515,7 +515,7 @@ DirectInsert(DirectTable *dt, HeapTuple tup, bool wait, ItemPointer conflict)
  * dt->slot (its TID in dt->slot->tts_tid).  False when there is none.
  */
 bool
-DirectFetch(DirectTable *dt, const Datum *keyvals, Snapshot snapshot)
+FencingDirectFetch(DirectTable *dt, const Datum *keyvals, Snapshot snapshot)
 {
 	ScanKeyData skeys[INDEX_MAX_KEYS];
 	int			nkeys = DirectArbiterScanKeys(dt, keyvals, skeys);
@@ -532,7 +532,7 @@ DirectFetch(DirectTable *dt, const Datum *keyvals, Snapshot snapshot)
 
 /*
  * Fetch into dt->slot the version of the row whose index entries point to
- * tid (a HOT chain's root, as DirectInsert and DirectUpdate leave in
+ * tid (a HOT chain's root, as FencingDirectInsert and FencingDirectUpdate leave in
  * t_self) that snapshot sees; false when it sees none.  A cheap way back
  * to a row this transaction wrote, without the index descent: the caller
  * must check that the row found is the one it wants (the line pointer
@@ -541,7 +541,7 @@ DirectFetch(DirectTable *dt, const Datum *keyvals, Snapshot snapshot)
  * is held).
  */
 bool
-DirectFetchTid(DirectTable *dt, ItemPointer tid, Snapshot snapshot)
+FencingDirectFetchTid(DirectTable *dt, ItemPointer tid, Snapshot snapshot)
 {
 	IndexFetchTableData *fetch;
 	ItemPointerData t = *tid;
@@ -565,7 +565,7 @@ DirectFetchTid(DirectTable *dt, ItemPointer tid, Snapshot snapshot)
  * again under READ COMMITTED, or raises 40001), or TM_SelfModified.
  */
 TM_Result
-DirectUpdate(DirectTable *dt, ItemPointer otid, HeapTuple newtup)
+FencingDirectUpdate(DirectTable *dt, ItemPointer otid, HeapTuple newtup)
 {
 	TM_Result	result;
 	TM_FailureData tmfd;

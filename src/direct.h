@@ -5,10 +5,10 @@
  *	  (direct.c): for the idempotency helpers, and for any module whose
  *	  hot path writes one row of a table only the extension writes.
  *
- * Usage: open the table with RowExclusiveLock, then DirectTableOpen(); if
+ * Usage: open the table with RowExclusiveLock, then FencingDirectTableOpen(); if
  * it returns false the table does not qualify (triggers, rules, row
  * security, more indexes, ...) and the write must go through SPI.  Else
- * DirectInsert / DirectFetch / DirectUpdate, then DirectTableClose() and
+ * FencingDirectInsert / FencingDirectFetch / FencingDirectUpdate, then FencingDirectTableClose() and
  * close the table (NoLock: the locks are kept until the transaction ends).
  * No executor runs, so the caller checks what ExecutorStart would have:
  * that the transaction may write (PreventCommandIfReadOnly), and that the
@@ -46,16 +46,16 @@ typedef enum DirectInsertResult
 	DIRECT_BUSY					/* !wait: an open transaction writes the key */
 } DirectInsertResult;
 
-extern bool DirectTableOpen(Relation rel, Oid arbiter, int max_indexes,
+extern bool FencingDirectTableOpen(Relation rel, Oid arbiter, int max_indexes,
 							DirectTable *dt);
-extern void DirectTableClose(DirectTable *dt);
-extern DirectInsertResult DirectInsert(DirectTable *dt, HeapTuple tup,
+extern void FencingDirectTableClose(DirectTable *dt);
+extern DirectInsertResult FencingDirectInsert(DirectTable *dt, HeapTuple tup,
 									   bool wait, ItemPointer conflict);
-extern bool DirectFetch(DirectTable *dt, const Datum *keyvals,
+extern bool FencingDirectFetch(DirectTable *dt, const Datum *keyvals,
 						Snapshot snapshot);
-extern bool DirectFetchTid(DirectTable *dt, ItemPointer tid,
+extern bool FencingDirectFetchTid(DirectTable *dt, ItemPointer tid,
 						   Snapshot snapshot);
-extern TM_Result DirectUpdate(DirectTable *dt, ItemPointer otid,
+extern TM_Result FencingDirectUpdate(DirectTable *dt, ItemPointer otid,
 							  HeapTuple newtup);
 
 #endif							/* FENCING_DIRECT_H */

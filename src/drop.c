@@ -76,7 +76,7 @@ fencing_drop_extension_start(PG_FUNCTION_ARGS)
 				 errmsg("function \"%s\" was not called by the event trigger manager",
 						"drop_extension_start")));
 	trigdata = (EventTriggerData *) fcinfo->context;
-	if (!DropsFencing(trigdata->parsetree) || !ScopeStorageLayout())
+	if (!DropsFencing(trigdata->parsetree) || !FencingScopeStorageLayout())
 		PG_RETURN_NULL();
 
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -27,7 +27,7 @@
  * the token was used already, and what to do instead.
  */
 void
-ReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
+FencingReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 				 const char *scope_desc)
 {
 	char	   *token_s = FenceToCString(token);
@@ -74,7 +74,7 @@ ReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
  * is the same.  scope_name is NULL in row scope.
  */
 void
-ReportStaleTokenHidden(const Fence *token, Relation rel, const char *scope_name)
+FencingReportStaleTokenHidden(const Fence *token, Relation rel, const char *scope_name)
 {
 	char	   *token_s = FenceToCString(token);
 
@@ -99,7 +99,7 @@ ReportStaleTokenHidden(const Fence *token, Relation rel, const char *scope_name)
  * what says which write it was, for example "UPDATE".
  */
 void
-ReportTokenRequired(Relation rel, const char *what)
+FencingReportTokenRequired(Relation rel, const char *what)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_TOKEN_REQUIRED),
@@ -114,7 +114,7 @@ ReportTokenRequired(Relation rel, const char *what)
 
 /* Raise SF002 when fencing.token and the fence column disagree. */
 void
-ReportConflictingTokens(const Fence *setting, const Fence *column,
+FencingReportConflictingTokens(const Fence *setting, const Fence *column,
 						Relation rel)
 {
 	ereport(ERROR,

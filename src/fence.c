@@ -136,7 +136,7 @@ ParsePart(const char **p, int64 *result, bool *out_of_range)
  * and *result must not be used.
  */
 bool
-ParseFence(const char *str, Fence *result, bool *out_of_range)
+FencingParseFence(const char *str, Fence *result, bool *out_of_range)
 {
 	const char *p = str;
 	int64		first;
@@ -205,7 +205,7 @@ fence_in(PG_FUNCTION_ARGS)
 	Fence		parsed;
 	bool		out_of_range;
 
-	if (!ParseFence(str, &parsed, &out_of_range))
+	if (!FencingParseFence(str, &parsed, &out_of_range))
 		ereturn(escontext, (Datum) 0,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("invalid input syntax for type fence: \"%s\"", str),

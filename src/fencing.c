@@ -24,7 +24,7 @@ _PG_init(void)
 {
 	/* settings and caches of the guard */
 	FencingGucInit();
-	ScopesInit();
+	FencingScopesInit();
 	FencingCitusTransferInit();
 
 	/* shared memory of the statistics */

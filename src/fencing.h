@@ -62,17 +62,17 @@ extern int	FencingExecuteLatest(const char *sql, int nargs, Oid *argtypes,
 
 /* fence.c */
 extern int	FenceCmp(const Fence *a, const Fence *b);
-extern bool ParseFence(const char *str, Fence *result, bool *out_of_range);
+extern bool FencingParseFence(const char *str, Fence *result, bool *out_of_range);
 extern char *FenceToCString(const Fence *f);
 extern Fence *FenceCopy(const Fence *f);
 
 /* errors.c */
-pg_noreturn extern void ReportStaleToken(const Fence *token, const Fence *fence,
+pg_noreturn extern void FencingReportStaleToken(const Fence *token, const Fence *fence,
 										 Relation rel, const char *scope_desc);
-pg_noreturn extern void ReportStaleTokenHidden(const Fence *token, Relation rel,
+pg_noreturn extern void FencingReportStaleTokenHidden(const Fence *token, Relation rel,
 											   const char *scope_name);
-pg_noreturn extern void ReportTokenRequired(Relation rel, const char *what);
-pg_noreturn extern void ReportConflictingTokens(const Fence *setting,
+pg_noreturn extern void FencingReportTokenRequired(Relation rel, const char *what);
+pg_noreturn extern void FencingReportConflictingTokens(const Fence *setting,
 												const Fence *column,
 												Relation rel);
 
@@ -140,7 +140,7 @@ typedef struct GuardConfig
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
 } GuardConfig;
 
-extern GuardConfig *GetGuardConfig(Relation rel);
+extern GuardConfig *FencingGetGuardConfig(Relation rel);
 
 /* visibility.c: who may read a key value or a fence */
 extern bool FencingMayReadGuardedKeys(Relation rel, GuardConfig *cfg);
@@ -149,39 +149,39 @@ extern bool FencingMayReadGuardedKeys(Relation rel, GuardConfig *cfg);
 extern bool FencingIsLocalStateTrigger(const Trigger *t);
 
 /* scopes.c: check and advance a scope's fence, atomically with the write */
-extern bool ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
+extern bool FencingScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 								 const Fence *token, bool strict, Fence *lost_to);
-extern bool ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls,
+extern bool FencingScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls,
 						const Fence *fence, Fence *current);
-extern void ScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls,
+extern void FencingScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls,
 					  const Fence *fence);
-extern void ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
+extern void FencingScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
 					   Datum *key, bool *nulls);
-extern int	ScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
+extern int	FencingScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
 							Datum *b, bool *bnulls);
-extern char *ScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls);
-extern void ScopesInit(void);
+extern char *FencingScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls);
+extern void FencingScopesInit(void);
 
 /* scope_storage.c: the scopes' owners and storage tables */
 #define FENCING_SCOPE_NAME_MAXLEN	255 /* bytes */
-extern bool ScopeStorageLayout(void);
-extern ScopeStorage *ScopeStorageOpen(const char *scope_name, MemoryContext cxt);
-extern Oid	ScopeStorageRegistered(const char *scope_name);
-extern ScopeStorage *ScopeStorageOpenRelation(Oid storage, const char *scope_name,
+extern bool FencingScopeStorageLayout(void);
+extern ScopeStorage *FencingScopeStorageOpen(const char *scope_name, MemoryContext cxt);
+extern Oid	FencingScopeStorageRegistered(const char *scope_name);
+extern ScopeStorage *FencingScopeStorageOpenRelation(Oid storage, const char *scope_name,
 											  bool table_scope, MemoryContext cxt);
-extern Oid	ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
+extern Oid	FencingScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 							const AttrNumber *key_attnums, const char *const *key_names,
 							bool protected_here);
-pg_noreturn extern void ReportScopeStorageMissing(const char *scope_name, Oid relid);
-extern void CheckScopeName(const char *scope_name);
-extern void CheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name);
-extern void SeedScopesFrom(Oid protected_relid, Oid source_relid);
-extern void ScopeStorageInvalidateAll(void);
+pg_noreturn extern void FencingReportScopeStorageMissing(const char *scope_name, Oid relid);
+extern void FencingCheckScopeName(const char *scope_name);
+extern void FencingCheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name);
+extern void FencingSeedScopesFrom(Oid protected_relid, Oid source_relid);
+extern void FencingScopeStorageInvalidateAll(void);
 
 /* scopes_1_0.c: key scopes of a database whose extension is still at 1.0 */
-extern char *LegacyScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc);
-extern bool LegacyScopesStillHere(void);
-extern bool LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
+extern char *FencingLegacyScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc);
+extern bool FencingLegacyScopesStillHere(void);
+extern bool FencingLegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 									   const Fence *token, bool strict,
 									   Fence *lost_to);
 
@@ -288,11 +288,11 @@ extern void FencingStatsForget(Oid relid);
 
 /*
  * lease.c: the guard's check of a table protected with a lease.
- * ReportLeaseLost() also counts the rejection in fencing.lease_stats.
+ * FencingReportLeaseLost() also counts the rejection in fencing.lease_stats.
  */
-extern bool LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner);
-extern void CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel);
-pg_noreturn extern void ReportLeaseLost(const char *lease, const Fence *token,
+extern bool FencingLeaseHeldWith(const char *lease, const Fence *token, Oid table_owner);
+extern void FencingCheckLeaseForTable(const char *lease, Oid table_owner, Relation rel);
+pg_noreturn extern void FencingReportLeaseLost(const char *lease, const Fence *token,
 										Relation rel);
 
 #endif							/* FENCING_H */

@@ -15,7 +15,7 @@
  * The check runs on the row version the executor has locked (OLD is the
  * newest version under READ COMMITTED; REPEATABLE READ fails with 40001 on
  * a concurrent update), and in key scope on the scope row that
- * ScopeCheckAndAdvance locks, so it is atomic with the write.
+ * FencingScopeCheckAndAdvance locks, so it is atomic with the write.
  *
  * Hot path: settings come from the per-relation cache (guard_config.c),
  * the token setting is parsed when it is set, and all per-row allocations
@@ -256,10 +256,10 @@ ReportScopeLost(GuardConfig *cfg, Relation rel, RowKey *key,
 				const Fence *token, const Fence *lost_to)
 {
 	if (!FencingMayReadGuardedKeys(rel, cfg))
-		ReportStaleTokenHidden(token, rel, cfg->scope_name);
-	ReportStaleToken(token, lost_to, rel,
+		FencingReportStaleTokenHidden(token, rel, cfg->scope_name);
+	FencingReportStaleToken(token, lost_to, rel,
 					 psprintf("scope \"%s\" key %s", cfg->scope_name,
-							  ScopeKeyToText(cfg->scope, key->values, key->nulls)));
+							  FencingScopeKeyToText(cfg->scope, key->values, key->nulls)));
 }
 
 /* Raise SF001 for a token that lost to the fence of the row it writes. */
@@ -268,8 +268,8 @@ ReportRowLost(GuardConfig *cfg, Relation rel, const Fence *token,
 			  const Fence *lost_to)
 {
 	if (!FencingMayReadGuardedKeys(rel, cfg))
-		ReportStaleTokenHidden(token, rel, NULL);
-	ReportStaleToken(token, lost_to, rel, NULL);
+		FencingReportStaleTokenHidden(token, rel, NULL);
+	FencingReportStaleToken(token, lost_to, rel, NULL);
 }
 
 /*
@@ -284,15 +284,15 @@ WriteKeys(GuardConfig *cfg, TupleDesc desc, HeapTuple oldtup, HeapTuple newtup,
 	int			n = 0;
 
 	if (oldtup != NULL)
-		ScopeKeyOf(cfg, oldtup, desc, keys[n].values, keys[n].nulls), n++;
+		FencingScopeKeyOf(cfg, oldtup, desc, keys[n].values, keys[n].nulls), n++;
 	if (newtup != NULL)
 	{
-		ScopeKeyOf(cfg, newtup, desc, keys[n].values, keys[n].nulls);
+		FencingScopeKeyOf(cfg, newtup, desc, keys[n].values, keys[n].nulls);
 		if (n == 0)
 			n++;
 		else
 		{
-			int			c = ScopeKeyCompare(cfg->scope,
+			int			c = FencingScopeKeyCompare(cfg->scope,
 											keys[0].values, keys[0].nulls,
 											keys[1].values, keys[1].nulls);
 
@@ -319,14 +319,14 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 	Fence		lost_to;
 
 	/* the update from 1.0 committed while we waited: typed storage now */
-	if (cfg->legacy_scopes && !LegacyScopesStillHere())
-		cfg = GetGuardConfig(rel);
+	if (cfg->legacy_scopes && !FencingLegacyScopesStillHere())
+		cfg = FencingGetGuardConfig(rel);
 
 	if (cfg->legacy_scopes)
 	{
 		/* extension objects at 1.0: text keys (scopes_1_0.c) */
-		char	   *oldkey = oldtup ? LegacyScopeKey(cfg, oldtup, desc) : NULL;
-		char	   *newkey = newtup ? LegacyScopeKey(cfg, newtup, desc) : NULL;
+		char	   *oldkey = oldtup ? FencingLegacyScopeKey(cfg, oldtup, desc) : NULL;
+		char	   *newkey = newtup ? FencingLegacyScopeKey(cfg, newtup, desc) : NULL;
 		char	   *keys[2];
 		int			n = 0;
 		int			i;
@@ -341,13 +341,13 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 			keys[1] = oldkey;
 		}
 		for (i = 0; i < n; i++)
-			if (!LegacyScopeCheckAndAdvance(cfg->scope_name, keys[i], token,
+			if (!FencingLegacyScopeCheckAndAdvance(cfg->scope_name, keys[i], token,
 											cfg->strict, &lost_to))
 			{
 				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
 				if (!FencingMayReadGuardedKeys(rel, cfg))
-					ReportStaleTokenHidden(token, rel, cfg->scope_name);
-				ReportStaleToken(token, &lost_to, rel,
+					FencingReportStaleTokenHidden(token, rel, cfg->scope_name);
+				FencingReportStaleToken(token, &lost_to, rel,
 								 psprintf("scope \"%s\" key %s",
 										  cfg->scope_name, keys[i]));
 			}
@@ -359,7 +359,7 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 		int			i;
 
 		for (i = 0; i < n; i++)
-			if (!ScopeCheckAndAdvance(cfg->scope, keys[i].values, keys[i].nulls,
+			if (!FencingScopeCheckAndAdvance(cfg->scope, keys[i].values, keys[i].nulls,
 									  token, cfg->strict, &lost_to))
 			{
 				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
@@ -409,7 +409,7 @@ FollowRowFence(Relation rel, AttrNumber fence_attnum, Oid stats_relid,
 						   FenceToCString(&current)),
 				 errhint("A fence is never lowered: find out why the publisher wrote this row without a token."),
 				 errtable(rel)));
-	ReportStaleToken(&token, &current, rel, NULL);
+	FencingReportStaleToken(&token, &current, rel, NULL);
 }
 
 /*
@@ -449,7 +449,7 @@ FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
 	}
 	if (newtup == NULL)
 		return;					/* a DELETE carries no token */
-	cfg = GetGuardConfig(rel);
+	cfg = FencingGetGuardConfig(rel);
 
 	if (cfg->nkeys < 0)
 	{
@@ -459,15 +459,15 @@ FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
 	if (!GetFenceColumn(cfg, newtup, desc, &token))
 		return;
 
-	if (cfg->legacy_scopes && !LegacyScopesStillHere())
-		cfg = GetGuardConfig(rel);
+	if (cfg->legacy_scopes && !FencingLegacyScopesStillHere())
+		cfg = FencingGetGuardConfig(rel);
 	if (cfg->legacy_scopes)
 	{
 		Fence		lost_to;
-		char	   *key = LegacyScopeKey(cfg, newtup, desc);
+		char	   *key = FencingLegacyScopeKey(cfg, newtup, desc);
 
 		/* 1.0 objects: advance the new key, as 1.0 did */
-		(void) LegacyScopeCheckAndAdvance(cfg->scope_name, key, &token, true,
+		(void) FencingLegacyScopeCheckAndAdvance(cfg->scope_name, key, &token, true,
 										  &lost_to);
 	}
 	else
@@ -477,7 +477,7 @@ FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
 		int			i;
 
 		for (i = 0; i < n; i++)
-			if (!ScopeFollow(cfg->scope, keys[i].values, keys[i].nulls,
+			if (!FencingScopeFollow(cfg->scope, keys[i].values, keys[i].nulls,
 							 &token, &current))
 			{
 				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
@@ -536,7 +536,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 		return PointerGetDatum(result);
 	}
 
-	cfg = GetGuardConfig(rel);
+	cfg = FencingGetGuardConfig(rel);
 
 	if (!TRIGGER_FIRED_BY_UPDATE(event) && ContinuesMove(trigdata, cfg))
 	{
@@ -574,7 +574,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	if (setting != NULL && have_column && FenceCmp(setting, &column) != 0)
 	{
 		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_MISSING);
-		ReportConflictingTokens(setting, &column, rel);
+		FencingReportConflictingTokens(setting, &column, rel);
 	}
 	have_token = setting != NULL || have_column;
 	if (setting != NULL)
@@ -591,14 +591,14 @@ fencing_guard(PG_FUNCTION_ARGS)
 			return PointerGetDatum(result);
 		}
 		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_MISSING);
-		ReportTokenRequired(rel, WriteName(event));
+		FencingReportTokenRequired(rel, WriteName(event));
 	}
 
 	/* with a lease, only its current, live token may write (lease.c) */
-	if (cfg->lease != NULL && !LeaseHeldWith(cfg->lease, &token, cfg->table_owner))
+	if (cfg->lease != NULL && !FencingLeaseHeldWith(cfg->lease, &token, cfg->table_owner))
 	{
 		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
-		ReportLeaseLost(cfg->lease, &token, rel);
+		FencingReportLeaseLost(cfg->lease, &token, rel);
 	}
 
 	if (cfg->nkeys < 0)
@@ -669,7 +669,7 @@ fencing_guard_truncate(PG_FUNCTION_ARGS)
 		return PointerGetDatum(NULL);
 
 	rel = trigdata->tg_relation;
-	cfg = GetGuardConfig(rel);
+	cfg = FencingGetGuardConfig(rel);
 	FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_MISSING);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_TOKEN_REQUIRED),

@@ -180,12 +180,12 @@ ReadProtectedRow(Relation rel, Oid relid, GuardConfigEntry *entry)
 	}
 
 	/* key and table scope: where the scope's fences are */
-	if (cfg->nkeys >= 0 && ScopeStorageLayout())
+	if (cfg->nkeys >= 0 && FencingScopeStorageLayout())
 	{
-		cfg->scope = ScopeStorageOpen(cfg->scope_name, entry->cxt);
+		cfg->scope = FencingScopeStorageOpen(cfg->scope_name, entry->cxt);
 		/* not "protect again": that would start the scope from the rows */
 		if (cfg->scope == NULL)
-			ReportScopeStorageMissing(cfg->scope_name, relid);
+			FencingReportScopeStorageMissing(cfg->scope_name, relid);
 		CheckKeysMatchScope(rel, cfg);
 		/* citus: a distributed storage is written on its shards only */
 		FencingCitusCheckLocalStorage(rel, cfg->scope);
@@ -252,7 +252,7 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
  * that fencing.protected does not name raises SF005.
  */
 GuardConfig *
-GetGuardConfig(Relation rel)
+FencingGetGuardConfig(Relation rel)
 {
 	Oid			relid = RelationGetRelid(rel);
 	GuardConfigEntry *entry;

@@ -179,7 +179,7 @@ CheckFencingToken(char **newval, void **extra, GucSource source)
 		return false;
 	}
 	last_token_check = TOKEN_BAD_VALUE;
-	if (!ParseFence(*newval, &parsed, &out_of_range))
+	if (!FencingParseFence(*newval, &parsed, &out_of_range))
 	{
 		GUC_check_errcode(ERRCODE_INVALID_TEXT_REPRESENTATION);
 		GUC_check_errmsg("invalid input syntax for type fence: \"%s\"", *newval);

@@ -934,7 +934,7 @@ IdemOpenDirect(IdemTableInfo *t, DirectTable *dt)
 	t = IdemGetTable();
 	if (!t->direct_shape || t->relid != RelationGetRelid(rel) ||
 		t->natts != RelationGetDescr(rel)->natts ||
-		!DirectTableOpen(rel, InvalidOid, IDEM_NUM_INDEXES, dt))
+		!FencingDirectTableOpen(rel, InvalidOid, IDEM_NUM_INDEXES, dt))
 	{
 		table_close(rel, RowExclusiveLock);
 		return false;
@@ -943,7 +943,7 @@ IdemOpenDirect(IdemTableInfo *t, DirectTable *dt)
 	if (pk->ii_NumIndexAttrs != 1 ||
 		pk->ii_IndexAttrNumbers[0] != t->attnum[IC_KEY])
 	{
-		DirectTableClose(dt);
+		FencingDirectTableClose(dt);
 		table_close(rel, RowExclusiveLock);
 		return false;
 	}
@@ -956,7 +956,7 @@ IdemCloseDirect(DirectTable *dt)
 {
 	Relation	rel = dt->rel;
 
-	DirectTableClose(dt);
+	FencingDirectTableClose(dt);
 	table_close(rel, NoLock);
 }
 
@@ -1007,7 +1007,7 @@ IdemDirectStart(text *key, bytea *hash, TimestampTz now,
 #undef SET_COLUMN
 
 	tup = heap_form_tuple(desc, values, nulls);
-	switch (DirectInsert(&dt, tup, wait, &conflict))
+	switch (FencingDirectInsert(&dt, tup, wait, &conflict))
 	{
 		case DIRECT_INSERTED:
 			IdemRememberRow(dt.rel, key, &tup->t_self);
@@ -1397,7 +1397,7 @@ IdemDirectClaimUpdate(IdemClaimOp op, text *key, const Fence *token,
 		/* the row this transaction wrote for the key, or the index's */
 		snapshot = IdemSnapshotBegin(&pushed);
 		if (attempt == 0 && IdemHintFor(dt.rel, key) &&
-			DirectFetchTid(&dt, &idem_hint.tid, snapshot))
+			FencingDirectFetchTid(&dt, &idem_hint.tid, snapshot))
 		{
 			bool		isnull;
 
@@ -1405,7 +1405,7 @@ IdemDirectClaimUpdate(IdemClaimOp op, text *key, const Fence *token,
 											   &isnull), key);
 		}
 		if (!found)
-			found = DirectFetch(&dt, &keyval, snapshot);
+			found = FencingDirectFetch(&dt, &keyval, snapshot);
 		IdemSnapshotEnd(snapshot, pushed);
 		if (!found)
 		{
@@ -1479,7 +1479,7 @@ IdemDirectClaimUpdate(IdemClaimOp op, text *key, const Fence *token,
 #undef COLNULL
 
 		newtup = heap_modify_tuple(oldtup, desc, values, nulls, replace);
-		tmres = DirectUpdate(&dt, &tid, newtup);
+		tmres = FencingDirectUpdate(&dt, &tid, newtup);
 		/* a HOT update keeps the chain's root, else the new row is one */
 		if (tmres == TM_Ok && !HeapTupleIsHeapOnly(newtup))
 			IdemRememberRow(dt.rel, key, &newtup->t_self);

@@ -355,7 +355,7 @@ ReadLease(const char *name, Oid table_owner)
  * act for the lease's owner?  The clock is read on every row.
  */
 bool
-LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner)
+FencingLeaseHeldWith(const char *lease, const Fence *token, Oid table_owner)
 {
 	if (!lease_cache.valid ||
 		lease_cache.lxid != CurrentLocalTransactionId() ||
@@ -375,7 +375,7 @@ LeaseHeldWith(const char *lease, const Fence *token, Oid table_owner)
  * the guard first reads it.
  */
 void
-CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel)
+FencingCheckLeaseForTable(const char *lease, Oid table_owner, Relation rel)
 {
 	ReadLease(lease, table_owner);
 	lease_cache.valid = false;	/* read again by the guard, in its command */
@@ -384,7 +384,7 @@ CheckLeaseForTable(const char *lease, Oid table_owner, Relation rel)
 }
 
 /*
- * What ReportLeaseLost() needs beyond lease_cache: when the current grant
+ * What FencingReportLeaseLost() needs beyond lease_cache: when the current grant
  * began, and whether the caller may see the lease's token (its owner, a
  * member, a superuser; always in a 1.0 database, whose fencing.leases has
  * no owner and is readable by everyone).  The error path only.
@@ -465,11 +465,11 @@ ReportForeignLease(const char *lease, Relation rel)
 /*
  * Raise SF001 for a write whose token does not hold the lease, naming the
  * lease's current token (to roles that may see it) and expiry, as
- * LeaseHeldWith() last read them.  Counts the rejection, and the end of
+ * FencingLeaseHeldWith() last read them.  Counts the rejection, and the end of
  * the current grant when this is the first call to notice it ran out.
  */
 void
-ReportLeaseLost(const char *lease, const Fence *token, Relation rel)
+FencingReportLeaseLost(const char *lease, const Fence *token, Relation rel)
 {
 	char	   *token_s = FenceToCString(token);
 	TimestampTz granted_at = 0;

@@ -292,7 +292,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 
 			key_attnums[i] = CheckColumn(rel, name, false);
 			key_names[i] = name;
-			CheckKeyColumnType(rel, key_attnums[i], name);
+			FencingCheckKeyColumnType(rel, key_attnums[i], name);
 			if (strcmp(name, fence_column) == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -311,7 +311,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	else
 	{
 		scope_name = text_to_cstring(PG_GETARG_TEXT_PP(4));
-		CheckScopeName(scope_name);
+		FencingCheckScopeName(scope_name);
 	}
 
 	/* the lease every write must hold (see lease.c); need not exist yet */
@@ -335,7 +335,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 
 	/* a lease of a role the table's owner acts for (lease.c) */
 	if (lease != NULL)
-		CheckLeaseForTable(lease, rel->rd_rel->relowner, rel);
+		FencingCheckLeaseForTable(lease, rel->rd_rel->relowner, rel);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -346,7 +346,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	 */
 	if (nkeys >= 0)
 	{
-		Oid			storage = ScopeStorageFor(scope_name, rel, nkeys, key_attnums,
+		Oid			storage = FencingScopeStorageFor(scope_name, rel, nkeys, key_attnums,
 											  key_names,
 											  IsProtected(relid, scope_name));
 
@@ -402,7 +402,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 
 	/* a write older than a fence already in a row is refused from now on */
 	if (nkeys >= 0)
-		SeedScopesFrom(relid, relid);
+		FencingSeedScopesFrom(relid, relid);
 
 	InvalidateTree(tree);
 	PG_RETURN_VOID();

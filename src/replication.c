@@ -27,7 +27,7 @@
  * its protections, scopes and epochs.  A storage table's row (its trigger
  * has the argument 'storage') first advances the subscriber's fence of
  * that key to the publisher's, when that is newer, as the guard does for
- * replayed writes (ScopeFollow): the subscriber is fenced at least as far
+ * replayed writes (FencingScopeFollow): the subscriber is fenced at least as far
  * as its publisher, also for keys whose last write was a DELETE, and
  * nothing is ever lowered.  A replicated TRUNCATE of one of these tables
  * would remove this server's state: it is refused (SF001), and
@@ -166,7 +166,7 @@ FollowReplicatedFence(Relation rel, HeapTuple tup)
 
 		f = MemoryContextAllocZero(followed_cxt, sizeof(FollowedStorage));
 		f->relid = RelationGetRelid(rel);
-		f->scope = ScopeStorageOpenRelation(RelationGetRelid(rel),
+		f->scope = FencingScopeStorageOpenRelation(RelationGetRelid(rel),
 											RelationGetRelationName(rel),
 											table_scope, followed_cxt);
 		if (f->scope == NULL || f->scope->nkeys != desc->natts - 1)
@@ -181,7 +181,7 @@ FollowReplicatedFence(Relation rel, HeapTuple tup)
 		return;
 	for (i = 0; i < f->scope->nkeys; i++)
 		key[i] = heap_getattr(tup, i + 1, desc, &nulls[i]);
-	(void) ScopeFollow(f->scope, key, nulls, DatumGetFenceP(fence), &current);
+	(void) FencingScopeFollow(f->scope, key, nulls, DatumGetFenceP(fence), &current);
 }
 
 /*

@@ -32,13 +32,13 @@
  * turns on a lock of that name: a REPEATABLE READ or SERIALIZABLE caller
  * gets the answers a READ COMMITTED one gets.
  *
- * Seeding (SeedScopesFrom): a table protected, or a partition or child
+ * Seeding (FencingSeedScopesFrom): a table protected, or a partition or child
  * joining a protected tree, brings the fences of its rows into the scope.
  * It reads every row committed before it: under locks that keep writers
  * out (ShareRowExclusiveLock on every member), with a snapshot taken after
  * them, also under REPEATABLE READ and SERIALIZABLE, whose own snapshot
  * may predate rows committed while the lock was awaited (it seeds from the
- * latest committed state rather than fail: see SeedScopesFrom).  It scans
+ * latest committed state rather than fail: see FencingSeedScopesFrom).  It scans
  * the heap directly: row security never hides a row from it, and the only
  * code it runs is the key types' comparison functions, as the caller.
  *
@@ -96,7 +96,7 @@
 
 #include "fencing.h"
 
-/* The lock protect() holds on a scope's name: see ScopeStorageFor() */
+/* The lock protect() holds on a scope's name: see FencingScopeStorageFor() */
 #define FENCING_SCOPE_NAME_LOCK		71
 
 PG_FUNCTION_INFO_V1(fencing_scope_create);
@@ -117,7 +117,7 @@ RegistryOid(void)
  * (scopes_1_0.c) until ALTER EXTENSION fencing UPDATE.
  */
 bool
-ScopeStorageLayout(void)
+FencingScopeStorageLayout(void)
 {
 	return OidIsValid(RegistryOid());
 }
@@ -126,7 +126,7 @@ ScopeStorageLayout(void)
 static void
 RequireStorageLayout(void)
 {
-	if (!ScopeStorageLayout())
+	if (!FencingScopeStorageLayout())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the objects of extension \"fencing\" are older than its library"),
@@ -136,7 +136,7 @@ RequireStorageLayout(void)
 
 /* Check a scope name: 1 to 255 bytes (22023). */
 void
-CheckScopeName(const char *scope_name)
+FencingCheckScopeName(const char *scope_name)
 {
 	size_t		len = strlen(scope_name);
 
@@ -220,7 +220,7 @@ KeyTypeUsesFencingTable(Oid type, int depth)
  * the row type of a table of schema fencing (0A000 otherwise).
  */
 void
-CheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name)
+FencingCheckKeyColumnType(Relation rel, AttrNumber attnum, const char *name)
 {
 	Oid			type;
 	Oid			collation;
@@ -303,12 +303,12 @@ ReadRegistry(const char *scope_name, bool for_update, ScopeRegistryEntry *entry)
  * registered (or the objects are still at 1.0).  Connects to SPI itself.
  */
 Oid
-ScopeStorageRegistered(const char *scope_name)
+FencingScopeStorageRegistered(const char *scope_name)
 {
 	ScopeRegistryEntry entry;
 	Oid			storage = InvalidOid;
 
-	if (!ScopeStorageLayout())
+	if (!FencingScopeStorageLayout())
 		return InvalidOid;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -347,13 +347,13 @@ StorageIndex(Relation rel)
  * when the scope is not registered.  Runs inside SPI.
  */
 ScopeStorage *
-ScopeStorageOpen(const char *scope_name, MemoryContext cxt)
+FencingScopeStorageOpen(const char *scope_name, MemoryContext cxt)
 {
 	ScopeRegistryEntry entry;
 
 	if (!ReadRegistry(scope_name, false, &entry))
 		return NULL;
-	return ScopeStorageOpenRelation(entry.storage, scope_name,
+	return FencingScopeStorageOpenRelation(entry.storage, scope_name,
 									entry.table_scope, cxt);
 }
 
@@ -364,7 +364,7 @@ ScopeStorageOpen(const char *scope_name, MemoryContext cxt)
  * lives on the coordinator.  NULL when the table cannot be opened.
  */
 ScopeStorage *
-ScopeStorageOpenRelation(Oid storage, const char *scope_name, bool table_scope,
+FencingScopeStorageOpenRelation(Oid storage, const char *scope_name, bool table_scope,
 						 MemoryContext cxt)
 {
 	ScopeStorage *scope;
@@ -463,7 +463,7 @@ ScopeStorageOpenRelation(Oid storage, const char *scope_name, bool table_scope,
  * in.  Its tables refuse every write until the fences are back.
  */
 void
-ReportScopeStorageMissing(const char *scope_name, Oid relid)
+FencingReportScopeStorageMissing(const char *scope_name, Oid relid)
 {
 	if (OidIsValid(relid))
 		ereport(ERROR,
@@ -495,7 +495,7 @@ KeysMatchStorage(Relation rel, int nkeys, const AttrNumber *key_attnums,
 	int			i;
 
 	if (srel == NULL)
-		ReportScopeStorageMissing(scope_name, InvalidOid);
+		FencingReportScopeStorageMissing(scope_name, InvalidOid);
 	sdesc = RelationGetDescr(srel);
 
 	if (table_scope != storage_table_scope)
@@ -823,7 +823,7 @@ ReportScopeOfAnotherRole(const char *scope_name, Oid owner, Relation rel,
  * Runs inside SPI.
  */
 Oid
-ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
+FencingScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 				const AttrNumber *key_attnums, const char *const *key_names,
 				bool protected_here)
 {
@@ -832,7 +832,7 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 	char	   *why = NULL;
 
 	RequireStorageLayout();
-	CheckScopeName(scope_name);
+	FencingCheckScopeName(scope_name);
 	LockScopeName(scope_name);
 
 	if (ReadRegistry(scope_name, true, &entry))
@@ -856,7 +856,7 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 		int			i;
 
 		if (protected_here)
-			ReportScopeStorageMissing(scope_name, RelationGetRelid(rel));
+			FencingReportScopeStorageMissing(scope_name, RelationGetRelid(rel));
 		CheckNotAnotherTablesName(scope_name, RelationGetRelid(rel));
 		for (i = 0; i < nkeys; i++)
 			KeyColumnType(rel, key_attnums[i], &types[i], &collations[i]);
@@ -866,7 +866,7 @@ ScopeStorageFor(const char *scope_name, Relation rel, int nkeys,
 	}
 }
 
-/* What SeedScopesFrom() reads of one relation with rows. */
+/* What FencingSeedScopesFrom() reads of one relation with rows. */
 typedef struct SeedSource
 {
 	Relation	rel;
@@ -909,7 +909,7 @@ SeedColumns(SeedSource *src, ScopeStorage *scope, const char *fence_column,
 /*
  * A sort of (key..., fence) by key in the storage index's order: the
  * storage's key types and collations, the btree "<" of its operator
- * families, NULLs last (as ScopeKeyCompare orders them).
+ * families, NULLs last (as FencingScopeKeyCompare orders them).
  */
 static Tuplesortstate *
 BeginKeySort(ScopeStorage *scope, TupleDesc *desc)
@@ -1029,7 +1029,7 @@ SeedSortedKeys(ScopeStorage *scope, Tuplesortstate *sort, TupleDesc desc)
 		CHECK_FOR_INTERRUPTS();
 		slot_getallattrs(slot);
 		fence = DatumGetFenceP(slot->tts_values[scope->nkeys]);
-		if (have && ScopeKeyCompare(scope, key, nulls, slot->tts_values,
+		if (have && FencingScopeKeyCompare(scope, key, nulls, slot->tts_values,
 									slot->tts_isnull) == 0)
 		{
 			if (FenceCmp(fence, &max) > 0)
@@ -1037,7 +1037,7 @@ SeedSortedKeys(ScopeStorage *scope, Tuplesortstate *sort, TupleDesc desc)
 			continue;
 		}
 		if (have)
-			ScopeSeed(scope, key, nulls, &max);
+			FencingScopeSeed(scope, key, nulls, &max);
 		/* a new key: keep a copy, the slot's tuple goes with the next one */
 		MemoryContextReset(keycxt);
 		oldcxt = MemoryContextSwitchTo(keycxt);
@@ -1052,7 +1052,7 @@ SeedSortedKeys(ScopeStorage *scope, Tuplesortstate *sort, TupleDesc desc)
 		have = true;
 	}
 	if (have)
-		ScopeSeed(scope, key, nulls, &max);
+		FencingScopeSeed(scope, key, nulls, &max);
 	MemoryContextDelete(keycxt);
 	ExecDropSingleTupleTableSlot(slot);
 }
@@ -1086,7 +1086,7 @@ SeedSortedKeys(ScopeStorage *scope, Tuplesortstate *sort, TupleDesc desc)
  * acceptable in strict mode.
  */
 void
-SeedScopesFrom(Oid protected_relid, Oid source_relid)
+FencingSeedScopesFrom(Oid protected_relid, Oid source_relid)
 {
 	Oid			argtypes[1] = {OIDOID};
 	Datum		values[1];
@@ -1146,9 +1146,9 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 	}
 
 	/* (allocations in SPI's memory, until SPI_finish() at the end) */
-	scope = ScopeStorageOpen(scope_name, CurrentMemoryContext);
+	scope = FencingScopeStorageOpen(scope_name, CurrentMemoryContext);
 	if (scope == NULL)
-		ReportScopeStorageMissing(scope_name, protected_relid);
+		FencingReportScopeStorageMissing(scope_name, protected_relid);
 
 	if (!scope->table_scope)
 	{
@@ -1185,7 +1185,7 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
 		bool		nulls[1] = {false};
 
 		if (have_max)
-			ScopeSeed(scope, key, nulls, &max);
+			FencingScopeSeed(scope, key, nulls, &max);
 	}
 	else
 	{
@@ -1203,7 +1203,7 @@ SeedScopesFrom(Oid protected_relid, Oid source_relid)
  * scope to typed storage.
  */
 void
-ScopeStorageInvalidateAll(void)
+FencingScopeStorageInvalidateAll(void)
 {
 	CacheInvalidateRelcacheAll();
 }
@@ -1213,7 +1213,7 @@ ScopeStorageInvalidateAll(void)
  * key_names): create and register the storage of a new scope (key_names,
  * which may be NULL, go into the columns' comments).  Internal: the update
  * from 1.0 calls it to convert the scopes of fencing.scopes; protect()
- * does the same through ScopeStorageFor().
+ * does the same through FencingScopeStorageFor().
  */
 Datum
 fencing_scope_create(PG_FUNCTION_ARGS)
@@ -1243,7 +1243,7 @@ fencing_scope_create(PG_FUNCTION_ARGS)
 	types_arr = PG_GETARG_ARRAYTYPE_P(2);
 	colls_arr = PG_GETARG_ARRAYTYPE_P(3);
 	RequireStorageLayout();
-	CheckScopeName(scope_name);
+	FencingCheckScopeName(scope_name);
 	deconstruct_array(types_arr, REGTYPEOID, sizeof(Oid), true, TYPALIGN_INT,
 					  &types, NULL, &ntypes);
 	deconstruct_array(colls_arr, OIDOID, sizeof(Oid), true, TYPALIGN_INT,
@@ -1304,7 +1304,7 @@ Datum
 fencing_invalidate_guards(PG_FUNCTION_ARGS)
 {
 	(void) fcinfo;
-	ScopeStorageInvalidateAll();
+	FencingScopeStorageInvalidateAll();
 	PG_RETURN_VOID();
 }
 

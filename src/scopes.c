@@ -94,7 +94,7 @@
  * alone), or the constant true of table scope.
  */
 void
-ScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
+FencingScopeKeyOf(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc,
 		   Datum *key, bool *nulls)
 {
 	ScopeStorage *scope = cfg->scope;
@@ -142,7 +142,7 @@ ScopeKeyEqual(ScopeStorage *scope, Datum *a, bool *anulls, Datum *b, bool *bnull
  * the same key.  Writers that must lock two keys lock them in this order.
  */
 int
-ScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
+FencingScopeKeyCompare(ScopeStorage *scope, Datum *a, bool *anulls,
 				Datum *b, bool *bnulls)
 {
 	int			i;
@@ -195,7 +195,7 @@ ScopeKeyHash(ScopeStorage *scope, Datum *key, bool *nulls)
  * depends on the session's settings, and two keys may print alike.
  */
 char *
-ScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls)
+FencingScopeKeyToText(ScopeStorage *scope, Datum *key, bool *nulls)
 {
 	StringInfoData buf;
 	int			i;
@@ -310,7 +310,7 @@ ScopeCacheSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 
 /* Register the callbacks of the cache; called from _PG_init. */
 void
-ScopesInit(void)
+FencingScopesInit(void)
 {
 	RegisterXactCallback(ScopeCacheXactCallback, NULL);
 	RegisterSubXactCallback(ScopeCacheSubXactCallback, NULL);
@@ -447,7 +447,7 @@ OpenStorage(ScopeStorage *scope, Relation *idx)
 	List	   *indexes;
 
 	if (rel == NULL)
-		ReportScopeStorageMissing(scope->scope_name, InvalidOid);
+		FencingReportScopeStorageMissing(scope->scope_name, InvalidOid);
 	indexes = RelationGetIndexList(rel);
 	if (list_length(indexes) != 1 || linitial_oid(indexes) != scope->indexid)
 		ReportStorageAltered(scope, rel, "has other indexes");
@@ -727,7 +727,7 @@ SettleKeyRow(ScopeStorage *scope, Datum *key, bool *nulls, uint32 hash,
  * otherwise, with *lost_to set to the fence that won.
  */
 bool
-ScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
+FencingScopeCheckAndAdvance(ScopeStorage *scope, Datum *key, bool *nulls,
 					 const Fence *token, bool strict, Fence *lost_to)
 {
 	uint32		hash = ScopeKeyHash(scope, key, nulls);
@@ -784,7 +784,7 @@ FollowKey(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
  * replays, under the transaction's snapshot.
  */
 bool
-ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
+FencingScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
 			Fence *current)
 {
 	return FollowKey(scope, key, nulls, fence, false, current);
@@ -797,7 +797,7 @@ ScopeFollow(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence,
  * under REPEATABLE READ (seeding only ever raises a fence).
  */
 void
-ScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence)
+FencingScopeSeed(ScopeStorage *scope, Datum *key, bool *nulls, const Fence *fence)
 {
 	Fence		current;
 

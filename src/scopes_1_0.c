@@ -68,7 +68,7 @@ static Oid	plans_fence_type = InvalidOid;
 
 /* The 1.0 key of a row: the JSON array of its key columns' text forms. */
 char *
-LegacyScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc)
+FencingLegacyScopeKey(GuardConfig *cfg, HeapTuple tuple, TupleDesc desc)
 {
 	StringInfoData buf;
 	int			i;
@@ -138,7 +138,7 @@ PrepareLegacyPlans(void)
  * fence this transaction wrote.  As the extension owner.
  */
 bool
-LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
+FencingLegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
 						   const Fence *token, bool strict, Fence *lost_to)
 {
 	Datum		args[3];
@@ -189,15 +189,15 @@ LegacyScopeCheckAndAdvance(const char *scope_name, const char *key,
  * guard settings again, which the update's invalidation has made stale.
  */
 bool
-LegacyScopesStillHere(void)
+FencingLegacyScopesStillHere(void)
 {
 	Oid			relid = get_relname_relid("scopes", FencingSchemaOid());
 
-	if (!OidIsValid(relid) || ScopeStorageLayout())
+	if (!OidIsValid(relid) || FencingScopeStorageLayout())
 		return false;
 	/* waits for the update, then takes in what it committed */
 	LockRelationOid(relid, RowExclusiveLock);
-	if (ScopeStorageLayout())
+	if (FencingScopeStorageLayout())
 	{
 		UnlockRelationOid(relid, RowExclusiveLock);
 		return false;
@@ -217,11 +217,11 @@ LegacyScopesStillHere(void)
 #define UNREAD_MESSAGE_MAX	200
 
 /*
- * The values of a 1.0 key, the inverse of LegacyScopeKey(): a list of
+ * The values of a 1.0 key, the inverse of FencingLegacyScopeKey(): a list of
  * strings, NULL for a JSON null.  False when the text is not a JSON array
  * of strings and nulls as escape_json() writes them.  Whatever this reads,
  * the caller prints back and compares with the text, so it may accept
- * more than LegacyScopeKey() writes, never less.
+ * more than FencingLegacyScopeKey() writes, never less.
  */
 static bool
 DecodeLegacyKey(const char *s, List **values)
@@ -417,7 +417,7 @@ ReadKeysOnce(LegacyKeyReader *r, LegacyKey *keys, int first, int n)
 				key->values[i] = key->nulls[i] ? (Datum) 0 :
 					InputFunctionCall(&r->in[i], value, r->ioparams[i], -1);
 			}
-			printed = ScopeKeyToText(r->scope, key->values, key->nulls);
+			printed = FencingScopeKeyToText(r->scope, key->values, key->nulls);
 			if (strcmp(printed, key->text) != 0)
 				key->why = psprintf("reads as %s", printed);
 		}
@@ -547,7 +547,7 @@ fencing_convert_scope_1_0(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	scope = ScopeStorageOpen(scope_name, fncxt);
+	scope = FencingScopeStorageOpen(scope_name, fncxt);
 	if (scope == NULL)
 		elog(ERROR, "fencing scope \"%s\" has no storage", scope_name);
 	reader.scope_name = scope_name;
@@ -623,7 +623,7 @@ fencing_convert_scope_1_0(PG_FUNCTION_ARGS)
 					key->nulls[0] = false;
 				}
 				FencingBecomeOwner(&saved);
-				(void) ScopeFollow(scope, key->values, key->nulls, &key->fence,
+				(void) FencingScopeFollow(scope, key->values, key->nulls, &key->fence,
 								   &current);
 				FencingRestoreUser(&saved);
 				fences++;

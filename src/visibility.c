@@ -94,7 +94,7 @@ ScopeOwner(const char *scope_name)
 	Oid			owner = InvalidOid;
 	int			rc;
 
-	if (scope_name == NULL || !ScopeStorageLayout())
+	if (scope_name == NULL || !FencingScopeStorageLayout())
 		return InvalidOid;
 	values[0] = CStringGetTextDatum(scope_name);
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -412,7 +412,7 @@ fencing_scope_fences(PG_FUNCTION_ARGS)
 	rsinfo->setDesc = tupdesc;
 	MemoryContextSwitchTo(oldcxt);
 
-	if (!ScopeStorageLayout())
+	if (!FencingScopeStorageLayout())
 		return (Datum) 0;		/* objects at 1.0: no such function there */
 
 	if (SPI_connect() != SPI_OK_CONNECT)
