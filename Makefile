@@ -32,7 +32,7 @@ OBJS_DIRECT = src/direct.o
 
 OBJS_LEASE = src/lease.o
 
-OBJS_CITUS = src/citus.o
+OBJS_CITUS = src/citus.o src/citus_transfer.o src/citus_shard.o
 
 OBJS_LOCKSVC = src/lock_services.o
 

@@ -144,22 +144,16 @@
  *    for the apply worker.  Citus replicates the table and its storage by
  *    one stream per table owner, in no set order between them; so on a
  *    shard in key scope the apply worker leaves the storage shard to its
- *    own stream (cfg->scope_moves_with_rel, guard.c) instead of advancing
- *    it, which could make the storage stream's INSERT of the same key fail
- *    on the unique index and stall the move.  The source accepted every
+ *    own stream instead of advancing it, which could make the storage
+ *    stream's INSERT of the same key fail on the unique index and stall
+ *    the move, and each stream waits for the other so that the move ends
+ *    only with both complete (citus_transfer.c).  The source accepted every
  *    replayed write; the storage stream brings its fences.  Citus refuses
  *    an UPDATE of the distribution column, so a row never changes shard.
  *
  *-------------------------------------------------------------------------
  */
-#include "ddl_guard.h"
-#include "extension.h"
-#include "fence.h"
-#include "guard_config.h"
 #include "postgres.h"
-#include "protection.h"
-#include "scope_storage.h"
-#include "scopes.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -192,13 +186,16 @@
 #include "utils/syscache.h"
 
 #include "citus.h"
+#include "citus_shard.h"
+#include "citus_transfer.h"
 #include "cluster.h"
-#include "fence.h"
-#include "extension.h"
-#include "guard_config.h"
-#include "scopes.h"
-#include "protection.h"
 #include "ddl_guard.h"
+#include "extension.h"
+#include "fence.h"
+#include "guard_config.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "scopes.h"
 
 static void FencingCitusCheckProtect(Relation rel, const char *fence_column,
 									 int nkeys, Datum *keynames, bool strict,
@@ -218,9 +215,6 @@ static bool FencingCitusSeedScope(const char *scope_name, const char *fence_colu
 static void FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope);
 
 PG_FUNCTION_INFO_V1(fencing_citus_ddl_end);
-
-/* The first argument of a guard trigger that carries its settings. */
-#define CITUS_ARGS_TAG		"citus:1"
 
 /* What pg_dist_partition says of a Citus table. */
 typedef enum CitusKind
@@ -262,23 +256,6 @@ static struct
 	FencingSavedUser saved;		/* and then this was the user */
 } pending = {InvalidOid};
 
-/* What the arguments of a shard's guard trigger say. */
-typedef struct CitusGuardArgs
-{
-	char	   *fence_column;
-	bool		strict;
-	int			nkeys;			/* 0: row scope */
-	char	   *keys[INDEX_MAX_KEYS];
-	char	   *scope_name;		/* key scope: the scope */
-	char	   *storage;		/* and its storage table in schema fencing */
-} CitusGuardArgs;
-
-/* Is Citus installed in this database? */
-static bool
-CitusPresent(void)
-{
-	return OidIsValid(get_extension_oid("citus", true));
-}
 
 /*
  * Is this backend one of Citus' own connections (a coordinator sending DDL
@@ -325,7 +302,7 @@ GetCitusTable(Oid relid)
 	MemoryContext outer = CurrentMemoryContext;
 	int			rc;
 
-	if (!CitusPresent())
+	if (!FencingCitusPresent())
 		return result;
 	FencingSpiConnect();
 	rc = SPI_execute_with_args("SELECT p.partmethod::pg_catalog.text, p.repmodel::pg_catalog.text, "
@@ -371,146 +348,6 @@ static bool
 IsCitusTable(Oid relid)
 {
 	return GetCitusTable(relid).kind != CITUS_NONE;
-}
-
-/*
- * If relid is a shard placement of a Citus table on this node, the Citus
- * table (the shell of the shard's topmost partition ancestor, for a shard
- * of a partition); else InvalidOid.  Citus names a shard <table>_<shardid>
- * and lists it in pg_dist_shard, synced to every node.
- */
-/*
- * The shard id in the name of relation relid (Citus names a shard
- * <table>_<shardid>), or 0.  pg_dist_shard must confirm it.
- */
-static int64
-ShardIdInName(Oid relid)
-{
-	char	   *relname = get_rel_name(relid);
-	char	   *us;
-	char	   *end;
-	int64		shardid;
-
-	if (relname == NULL || (us = strrchr(relname, '_')) == NULL || us[1] == '\0')
-		return 0;
-	errno = 0;
-	shardid = strtoi64(us + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || shardid <= 0)
-		return 0;
-	return shardid;
-}
-
-static Oid
-CitusShardOf(Oid relid)
-{
-	Oid			top = relid;
-	int64		shardid;
-	Oid			argtypes[1] = {INT8OID};
-	Datum		values[1];
-	Oid			shell = InvalidOid;
-	int			rc;
-
-	if (!CitusPresent())
-		return InvalidOid;
-	if (get_rel_relispartition(relid))
-		top = llast_oid(get_partition_ancestors(relid));
-	shardid = ShardIdInName(top);
-	if (shardid == 0)
-		return InvalidOid;
-
-	values[0] = Int64GetDatum(shardid);
-	FencingSpiConnect();
-	rc = SPI_execute_with_args("SELECT logicalrelid::pg_catalog.oid FROM pg_catalog.pg_dist_shard "
-							   "WHERE shardid OPERATOR(pg_catalog.=) $1",
-							   1, argtypes, values, NULL, true, 1);
-	if (rc != SPI_OK_SELECT)
-		elog(ERROR, "could not read pg_dist_shard: %s", SPI_result_code_string(rc));
-	if (SPI_processed > 0)
-	{
-		bool		isnull;
-
-		shell = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0],
-											   SPI_tuptable->tupdesc, 1, &isnull));
-	}
-	SPI_finish();
-
-	/* a shard lives in its table's schema; the shell is not its own shard */
-	if (!OidIsValid(shell) || shell == top ||
-		get_rel_namespace(shell) != get_rel_namespace(top))
-		return InvalidOid;
-	return shell;
-}
-
-/* Does trigger function funcoid be fencing.<name>()? */
-static bool
-IsFencingFunction(Oid funcoid, const char *name)
-{
-	char	   *fname = get_func_name(funcoid);
-
-	return fname != NULL && strcmp(fname, name) == 0 &&
-		get_func_namespace(funcoid) == FencingSchemaOid();
-}
-
-/* The guard row trigger of rel that carries Citus settings, or NULL. */
-static Trigger *
-CitusGuardTrigger(Relation rel)
-{
-	TriggerDesc *td = rel->trigdesc;
-	int			i;
-
-	if (td == NULL)
-		return NULL;
-	for (i = 0; i < td->numtriggers; i++)
-	{
-		Trigger    *t = &td->triggers[i];
-
-		if (t->tgnargs >= 1 && strcmp(t->tgargs[0], CITUS_ARGS_TAG) == 0 &&
-			TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
-			IsFencingFunction(t->tgfoid, "guard"))
-			return t;
-	}
-	return NULL;
-}
-
-/*
- * Parse the settings carried by a guard trigger's arguments; false on
- * anything not understood (a newer format: the guard fails closed).
- * Row scope: 'fence_column=<c>', 'strict=on|off'.  Key scope adds
- * 'key=<column>' per key column in order, 'scope=<scope_name>' and
- * 'storage=<table of schema fencing>'.  The strings point into t.
- */
-static bool
-ParseGuardArgs(Trigger *t, CitusGuardArgs *a)
-{
-	int			i;
-
-	memset(a, 0, sizeof(CitusGuardArgs));
-	a->strict = true;
-	for (i = 1; i < t->tgnargs; i++)
-	{
-		char	   *arg = t->tgargs[i];
-
-		if (strncmp(arg, "fence_column=", 13) == 0 && arg[13] != '\0')
-			a->fence_column = arg + 13;
-		else if (strcmp(arg, "strict=on") == 0)
-			a->strict = true;
-		else if (strcmp(arg, "strict=off") == 0)
-			a->strict = false;
-		else if (strncmp(arg, "key=", 4) == 0 && arg[4] != '\0' &&
-				 a->nkeys < INDEX_MAX_KEYS)
-			a->keys[a->nkeys++] = arg + 4;
-		else if (strncmp(arg, "scope=", 6) == 0 && arg[6] != '\0')
-			a->scope_name = arg + 6;
-		else if (strncmp(arg, "storage=", 8) == 0 && arg[8] != '\0')
-			a->storage = arg + 8;
-		else
-			return false;
-	}
-	if (a->fence_column == NULL)
-		return false;
-	/* key scope names its scope and storage; row scope neither */
-	return (a->nkeys > 0) == (a->scope_name != NULL) &&
-		(a->nkeys > 0) == (a->storage != NULL);
 }
 
 /*
@@ -647,10 +484,10 @@ FencingCitusCheckProtect(Relation rel, const char *fence_column, int nkeys,
 	/* a protect() that failed left it; its user was restored by the abort */
 	pending.relid = InvalidOid;
 	pending.as_owner = false;
-	if (!CitusPresent())
+	if (!FencingCitusPresent())
 		return;
 
-	shell = CitusShardOf(relid);
+	shell = FencingCitusShardOf(relid);
 	if (OidIsValid(shell))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -864,7 +701,7 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 	int			rc;
 	int			i;
 
-	if (!CitusPresent() || nkeys == 0)
+	if (!FencingCitusPresent() || nkeys == 0)
 		return false;
 	storage = FencingScopeStorageRegistered(scope_name);
 	if (!OidIsValid(storage) || GetCitusTable(storage).kind == CITUS_NONE)
@@ -917,7 +754,7 @@ FencingCitusSeedScope(const char *scope_name, const char *fence_column,
 static void
 FencingCitusCheckLocalStorage(Relation rel, ScopeStorage *scope)
 {
-	if (scope == NULL || !CitusPresent() || !IsCitusTable(scope->relid))
+	if (scope == NULL || !FencingCitusPresent() || !IsCitusTable(scope->relid))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
@@ -1020,7 +857,7 @@ FencingCitusEndTriggerDdl(int level)
 static Oid
 ColocatedStorageShard(Relation rel, Oid storage_shell)
 {
-	int64		shardid = ShardIdInName(RelationGetRelid(rel));
+	int64		shardid = FencingCitusShardIdInName(RelationGetRelid(rel));
 	Oid			argtypes[2] = {INT8OID, OIDOID};
 	Datum		values[2];
 	Oid			shard = InvalidOid;
@@ -1087,17 +924,17 @@ FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 {
 	Trigger    *t;
 	Oid			shell;
-	CitusGuardArgs args;
+	FencingCitusGuardTriggerArgs args;
 	AttrNumber	attnum;
 	AttrNumber	key_attnums[INDEX_MAX_KEYS];
 	ScopeStorage *scope = NULL;
 	MemoryContext old;
 	int			i;
 
-	t = CitusGuardTrigger(rel);
-	if (t == NULL || !ParseGuardArgs(t, &args))
+	t = FencingCitusGuardTrigger(rel);
+	if (t == NULL || !FencingCitusParseGuardArgs(t, &args))
 		return;
-	shell = CitusShardOf(RelationGetRelid(rel));
+	shell = FencingCitusShardOf(RelationGetRelid(rel));
 	if (!OidIsValid(shell))
 		return;
 	attnum = get_attnum(RelationGetRelid(rel), args.fence_column);
@@ -1142,7 +979,6 @@ FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 		memcpy(cfg->key_attnums, key_attnums, sizeof(AttrNumber) * args.nkeys);
 		cfg->scope_name = pstrdup(args.scope_name);
 		cfg->scope = scope;
-		cfg->scope_moves_with_rel = true;
 	}
 	else
 	{
@@ -1151,57 +987,6 @@ FencingCitusShardGuardConfig(Relation rel, GuardConfig *cfg, MemoryContext cxt)
 		cfg->scope_name = FencingQualifiedName(shell);
 	}
 	MemoryContextSwitchTo(old);
-}
-
-/*
- * The guard row trigger of relid with Citus settings, from the catalog
- * (no relation opened, no lock taken), as a Trigger with its name and
- * arguments only; false when there is none.
- */
-static bool
-CatalogCitusGuardTrigger(Oid relid, Trigger *t)
-{
-	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	bool		found = false;
-
-	memset(t, 0, sizeof(Trigger));
-	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(relid));
-	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
-	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		Form_pg_trigger trig = (Form_pg_trigger) GETSTRUCT(tup);
-		bool		isnull;
-		Datum		d;
-		char	   *p;
-		int			i;
-
-		if (trig->tgnargs < 1 || !TRIGGER_FOR_ROW(trig->tgtype) ||
-			!TRIGGER_FOR_BEFORE(trig->tgtype) ||
-			!IsFencingFunction(trig->tgfoid, "guard"))
-			continue;
-		d = heap_getattr(tup, Anum_pg_trigger_tgargs, RelationGetDescr(tgrel), &isnull);
-		if (isnull)
-			continue;
-		p = VARDATA_ANY(DatumGetByteaPP(d));
-		t->tgnargs = trig->tgnargs;
-		t->tgargs = palloc(sizeof(char *) * trig->tgnargs);
-		for (i = 0; i < trig->tgnargs; i++)
-		{
-			t->tgargs[i] = pstrdup(p);
-			p += strlen(p) + 1;
-		}
-		if (strcmp(t->tgargs[0], CITUS_ARGS_TAG) != 0)
-			continue;
-		t->tgname = pstrdup(NameStr(trig->tgname));
-		found = true;
-	}
-	systable_endscan(scan);
-	table_close(tgrel, AccessShareLock);
-	return found;
 }
 
 /*
@@ -1221,21 +1006,21 @@ FencingCitusShardProtection(Oid relid, Oid *shell, char **guard_name,
 							char **fence_column, int *nkeys, char ***key_columns)
 {
 	Trigger		t;
-	CitusGuardArgs args;
+	FencingCitusGuardTriggerArgs args;
 	int			i;
 
-	if (ShardIdInName(relid) == 0 || !CitusPresent() || CitusInternalBackend())
+	if (FencingCitusShardIdInName(relid) == 0 || !FencingCitusPresent() || CitusInternalBackend())
 		return false;
-	if (!CatalogCitusGuardTrigger(relid, &t))
+	if (!FencingCitusCatalogGuardTrigger(relid, &t))
 		return false;
-	*shell = CitusShardOf(relid);
+	*shell = FencingCitusShardOf(relid);
 	if (!OidIsValid(*shell))
 		return false;
 	*guard_name = t.tgname;
 	*fence_column = NULL;
 	*nkeys = -1;
 	*key_columns = NULL;
-	if (ParseGuardArgs(&t, &args))
+	if (FencingCitusParseGuardArgs(&t, &args))
 	{
 		*fence_column = args.fence_column;
 		if (args.nkeys > 0)
@@ -1270,7 +1055,7 @@ HasTruncateGuard(Relation rel)
 		return false;
 	for (i = 0; i < td->numtriggers; i++)
 		if (TRIGGER_FOR_TRUNCATE(td->triggers[i].tgtype) &&
-			IsFencingFunction(td->triggers[i].tgfoid, "guard_truncate"))
+			FencingCitusIsFencingFunction(td->triggers[i].tgfoid, "guard_truncate"))
 			return true;
 	return false;
 }
@@ -1290,7 +1075,7 @@ SyncShardTruncateGuard(Oid relid)
 	{
 		Oid			member = lfirst_oid(lc);
 		Relation	rel = relation_open(member, NoLock);
-		bool		guarded = CitusGuardTrigger(rel) != NULL;
+		bool		guarded = FencingCitusGuardTrigger(rel) != NULL;
 		bool		truncate = HasTruncateGuard(rel);
 		char	   *qname = FencingQualifiedName(member);
 		List	   *drop = NIL;
@@ -1302,7 +1087,7 @@ SyncShardTruncateGuard(Oid relid)
 			int			i;
 
 			for (i = 0; i < rel->trigdesc->numtriggers; i++)
-				if (IsFencingFunction(rel->trigdesc->triggers[i].tgfoid, "guard_truncate"))
+				if (FencingCitusIsFencingFunction(rel->trigdesc->triggers[i].tgfoid, "guard_truncate"))
 					drop = lappend(drop, pstrdup(rel->trigdesc->triggers[i].tgname));
 		}
 		relation_close(rel, NoLock);
@@ -1419,13 +1204,28 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 			 list_length(((CreateStmt *) parsetree)->inhRelations) == 1)
 	{
 		rv = linitial_node(RangeVar, ((CreateStmt *) parsetree)->inhRelations);
-		if (CitusPresent())
+		if (FencingCitusPresent())
 			CheckNewPartitionOfCitusTable(rv);
 	}
-	if (rv == NULL || !CitusPresent())
+
+	/*
+	 * The guard arriving on a shard that a shard transfer fills: its scope's
+	 * fences first (citus_transfer.c).  After the command's own DDL, under
+	 * its lock on the table.
+	 */
+	if (IsA(parsetree, CreateTrigStmt) || IsA(parsetree, AlterTableStmt))
+	{
+		RangeVar   *target = IsA(parsetree, CreateTrigStmt) ?
+			((CreateTrigStmt *) parsetree)->relation :
+			((AlterTableStmt *) parsetree)->relation;
+
+		FencingCitusAwaitTransferDdl(RangeVarGetRelid(target, NoLock, true));
+	}
+
+	if (rv == NULL || !FencingCitusPresent())
 		PG_RETURN_NULL();
 	relid = RangeVarGetRelid(rv, NoLock, true);
-	if (!OidIsValid(relid) || !OidIsValid(CitusShardOf(relid)))
+	if (!OidIsValid(relid) || !OidIsValid(FencingCitusShardOf(relid)))
 		PG_RETURN_NULL();
 
 	/*
@@ -1448,6 +1248,23 @@ fencing_citus_ddl_end(PG_FUNCTION_ARGS)
 	PG_RETURN_NULL();
 }
 
+/*
+ * A write that the apply worker replays into a shard being filled by a
+ * shard transfer (citus_transfer.c); a row-scope shard's counters are its
+ * distributed table's.
+ */
+static bool
+FencingCitusFollowReplayHook(Relation rel, AttrNumber *fence_attnum,
+							 Oid *stats_relid)
+{
+	*stats_relid = InvalidOid;
+	if (!FencingCitusFollowReplay(rel, fence_attnum))
+		return false;
+	if (*fence_attnum != InvalidAttrNumber)
+		*stats_relid = FencingCitusShardOf(RelationGetRelid(rel));
+	return true;
+}
+
 /* What the core asks of Citus (cluster.h), registered from _PG_init. */
 static const FencingClusterHooks citus_hooks = {
 	.check_protect = FencingCitusCheckProtect,
@@ -1460,10 +1277,12 @@ static const FencingClusterHooks citus_hooks = {
 	.distributes_storage = FencingCitusDistributesStorage,
 	.seed_scope = FencingCitusSeedScope,
 	.check_local_storage = FencingCitusCheckLocalStorage,
+	.follow_replay = FencingCitusFollowReplayHook,
 };
 
 void
 FencingCitusInit(void)
 {
 	FencingClusterRegister(&citus_hooks);
+	FencingCitusTransferInit();
 }

@@ -7,11 +7,11 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "guard_config.h"
 #include "postgres.h"
-#include "scopes.h"
 
 #include "cluster.h"
+#include "guard_config.h"
+#include "scopes.h"
 
 static const FencingClusterHooks *cluster = NULL;
 
@@ -95,4 +95,11 @@ FencingClusterCheckLocalStorage(Relation rel, ScopeStorage *scope)
 {
 	if (cluster != NULL)
 		cluster->check_local_storage(rel, scope);
+}
+
+bool
+FencingClusterFollowReplay(Relation rel, AttrNumber *fence_attnum, Oid *stats_relid)
+{
+	return cluster != NULL &&
+		cluster->follow_replay(rel, fence_attnum, stats_relid);
 }

@@ -48,6 +48,14 @@ typedef struct FencingClusterHooks
 							   int nkeys, Datum *keynames, Oid source_relid);
 	/* a shard's guard about to use the scope's storage on this node */
 	void		(*check_local_storage) (Relation rel, ScopeStorage *scope);
+	/*
+	 * a write that the logical replication apply worker replays into a
+	 * shard that a shard transfer fills: true when the integration follows
+	 * it (*fence_attnum: the fence column to keep from being lowered, in
+	 * row scope, else InvalidAttrNumber; *stats_relid: whose counters)
+	 */
+	bool		(*follow_replay) (Relation rel, AttrNumber *fence_attnum,
+								  Oid *stats_relid);
 } FencingClusterHooks;
 
 extern void FencingClusterRegister(const FencingClusterHooks *hooks);
@@ -68,5 +76,7 @@ extern bool FencingClusterDistributesStorage(Oid relid);
 extern bool FencingClusterSeedScope(const char *scope_name, const char *fence_column,
 									int nkeys, Datum *keynames, Oid source_relid);
 extern void FencingClusterCheckLocalStorage(Relation rel, ScopeStorage *scope);
+extern bool FencingClusterFollowReplay(Relation rel, AttrNumber *fence_attnum,
+									   Oid *stats_relid);
 
 #endif							/* FENCING_CLUSTER_H */

@@ -67,13 +67,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "ddl_guard.h"
-#include "extension.h"
-#include "fence.h"
 #include "postgres.h"
-#include "protection.h"
-#include "scope_storage.h"
-#include "stats.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -122,11 +116,12 @@
 #include "utils/tuplestore.h"
 
 #include "cluster.h"
-#include "fence.h"
-#include "extension.h"
-#include "scopes.h"
-#include "protection.h"
+#include "compat.h"
 #include "ddl_guard.h"
+#include "extension.h"
+#include "fence.h"
+#include "protection.h"
+#include "scope_storage.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_start);

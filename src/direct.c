@@ -61,7 +61,6 @@
 
 #include "compat.h"
 #include "direct.h"
-#include "fence.h"
 
 /* How the unique check waits for transactions that are still open */
 typedef enum DirectWaitMode

@@ -21,9 +21,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
 #include "postgres.h"
-#include "scope_storage.h"
 
 #include "commands/event_trigger.h"
 #include "executor/spi.h"
@@ -33,7 +31,7 @@
 #include "utils/lsyscache.h"
 
 #include "extension.h"
-#include "scopes.h"
+#include "scope_storage.h"
 
 PG_FUNCTION_INFO_V1(fencing_drop_extension_start);
 

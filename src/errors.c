@@ -9,7 +9,6 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fence.h"
 #include "postgres.h"
 
 #include "utils/lsyscache.h"

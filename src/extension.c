@@ -15,7 +15,6 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
 #include "postgres.h"
 
 #include "access/htup_details.h"

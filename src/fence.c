@@ -10,17 +10,16 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fence.h"
 #include "postgres.h"
 
 #include <limits.h>
-
 #include "common/hashfn.h"
 #include "fmgr.h"
 #include "libpq/pqformat.h"
 #include "port/pg_bswap.h"
 #include "utils/builtins.h"
 
+#include "compat.h"
 #include "fence.h"
 
 PG_FUNCTION_INFO_V1(fence_in);

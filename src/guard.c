@@ -23,15 +23,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fence.h"
-#include "guard_config.h"
-#include "lease.h"
 #include "postgres.h"
-#include "scopes.h"
-#include "scopes_1_0.h"
-#include "settings.h"
-#include "stats.h"
-#include "visibility.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -45,13 +37,16 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "cluster.h"
+#include "compat.h"
 #include "fence.h"
-#include "settings.h"
 #include "guard_config.h"
-#include "visibility.h"
-#include "scopes.h"
-#include "stats.h"
 #include "lease.h"
+#include "scopes.h"
+#include "scopes_1_0.h"
+#include "settings.h"
+#include "stats.h"
+#include "visibility.h"
 
 PG_FUNCTION_INFO_V1(fencing_guard);
 PG_FUNCTION_INFO_V1(fencing_guard_truncate);
@@ -383,6 +378,50 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 }
 
 /*
+ * A replayed row version may not lower (or remove) the fence of the row
+ * it replaces: row scope, fence column fence_attnum, the counters of
+ * table stats_relid.
+ */
+static void
+FollowRowFence(Relation rel, AttrNumber fence_attnum, Oid stats_relid,
+			   HeapTuple oldtup, HeapTuple newtup)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	Fence		token;
+	Fence		current;
+	bool		have_token;
+	bool		isnull;
+	Datum		d;
+
+	if (oldtup == NULL || newtup == NULL)
+		return;
+	d = heap_getattr(oldtup, fence_attnum, desc, &isnull);
+	if (isnull)
+		return;
+	current = *DatumGetFenceP(d);
+	d = heap_getattr(newtup, fence_attnum, desc, &isnull);
+	have_token = !isnull;
+	if (have_token)
+	{
+		token = *DatumGetFenceP(d);
+		if (FenceCmp(&token, &current) >= 0)
+			return;
+	}
+	if (OidIsValid(stats_relid))
+		FencingStatsCount(FencingStatsGetEntry(stats_relid), FENCING_STAT_REJECTED_STALE);
+	if (!have_token)
+		ereport(ERROR,
+				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 errmsg("replicated UPDATE of table \"%s\" would remove a row's fence",
+						RelationGetRelationName(rel)),
+				 errdetail("The row has accepted fence token %s, and the replicated row version has none.",
+						   FenceToCString(&current)),
+				 errhint("A fence is never lowered: find out why the publisher wrote this row without a token."),
+				 errtable(rel)));
+	FencingReportStaleToken(&token, &current, rel, NULL);
+}
+
+/*
  * A write that the logical replication apply worker replays: not checked
  * against tokens (the publisher did that), but it never lowers a fence.
  *
@@ -393,6 +432,12 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
  * are fenced against what was replicated, and a token older than the
  * scope's fence is refused.  The refusal is SF001, and PostgreSQL's
  * handling of a failed apply takes over.
+ *
+ * citus: a shard that a shard transfer fills goes by its trigger's
+ * settings (a split's new shards are not in Citus' metadata yet); in key
+ * scope the storage shard is filled by a stream of its own, and the
+ * replayed transaction waits for it before it commits, a DELETE too
+ * (citus_transfer.c, behind cluster.h).
  */
 static void
 FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
@@ -401,42 +446,25 @@ FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
 	GuardConfig *cfg;
 	Fence		token;
 	Fence		current;
-	bool		have_token;
+	AttrNumber	fence_attnum;
+	Oid			stats_relid;
 
+	if (FencingClusterFollowReplay(rel, &fence_attnum, &stats_relid))
+	{
+		if (fence_attnum != InvalidAttrNumber)
+			FollowRowFence(rel, fence_attnum, stats_relid, oldtup, newtup);
+		return;
+	}
 	if (newtup == NULL)
 		return;					/* a DELETE carries no token */
 	cfg = FencingGetGuardConfig(rel);
-	have_token = GetFenceColumn(cfg, newtup, desc, &token);
 
 	if (cfg->nkeys < 0)
 	{
-		if (oldtup != NULL && GetFenceColumn(cfg, oldtup, desc, &current) &&
-			(!have_token || FenceCmp(&token, &current) < 0))
-		{
-			FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
-			if (!have_token)
-				ereport(ERROR,
-						(errcode(ERRCODE_STALE_FENCE_TOKEN),
-						 errmsg("replicated UPDATE of table \"%s\" would remove a row's fence",
-								RelationGetRelationName(rel)),
-						 errdetail("The row has accepted fence token %s, and the replicated row version has none.",
-								   FenceToCString(&current)),
-						 errhint("A fence is never lowered: find out why the publisher wrote this row without a token."),
-						 errtable(rel)));
-			FencingReportStaleToken(&token, &current, rel, NULL);
-		}
+		FollowRowFence(rel, cfg->fence_attnum, cfg->protected_relid, oldtup, newtup);
 		return;
 	}
-	if (!have_token)
-		return;
-
-	/*
-	 * citus: a shard transfer replicates the co-located storage shard by a
-	 * stream of its own (one per table owner), in no set order with this
-	 * one: the fences arrive with it, and writing them here could make its
-	 * replay fail on the unique index.
-	 */
-	if (cfg->scope_moves_with_rel)
+	if (!GetFenceColumn(cfg, newtup, desc, &token))
 		return;
 
 	if (cfg->legacy_scopes && !FencingLegacyScopesStillHere())

@@ -13,14 +13,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
-#include "fence.h"
-#include "guard_config.h"
 #include "postgres.h"
-#include "protection.h"
-#include "scope_storage.h"
-#include "scopes.h"
-#include "stats.h"
 
 #include "access/htup_details.h"
 #include "catalog/partition.h"
@@ -37,11 +30,13 @@
 #include "utils/syscache.h"
 
 #include "cluster.h"
-#include "fence.h"
+#include "compat.h"
 #include "extension.h"
+#include "fence.h"
 #include "guard_config.h"
-#include "scopes.h"
 #include "protection.h"
+#include "scope_storage.h"
+#include "scopes.h"
 #include "stats.h"
 
 typedef struct GuardConfigEntry
@@ -73,12 +68,6 @@ InvalidateGuardConfig(Datum arg pg_attribute_unused(), Oid relid)
 		entry->config.valid = false;
 }
 
-/* Register the relcache callback; called from _PG_init. */
-void
-FencingGuardConfigInit(void)
-{
-	CacheRegisterRelcacheCallback(InvalidateGuardConfig, (Datum) 0);
-}
 
 /* Raise SF005 for a trigger whose table's settings cannot be used. */
 static void
@@ -285,6 +274,13 @@ FencingGetGuardConfig(Relation rel)
 		ctl.hcxt = CacheMemoryContext;
 		guard_configs = hash_create("fencing guard configs", 64, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+		/*
+		 * With the first entry, not at library load: a backend has room for
+		 * ten relcache callbacks, and one that never guards a write (the
+		 * walsender of a Citus shard split) must not run out for ours.
+		 */
+		CacheRegisterRelcacheCallback(InvalidateGuardConfig, (Datum) 0);
 	}
 	entry = hash_search(guard_configs, &relid, HASH_ENTER, &found);
 	if (!found)

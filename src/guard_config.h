@@ -29,12 +29,8 @@ typedef struct GuardConfig
 	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
 	Oid			table_owner;	/* owner of protected_relid, for the lease */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
-	bool		scope_moves_with_rel;	/* citus: the scope's storage shard is
-										 * moved with this shard, by a logical
-										 * replication of its own */
 } GuardConfig;
 
 extern GuardConfig *FencingGetGuardConfig(Relation rel);
-extern void FencingGuardConfigInit(void);
 
 #endif							/* FENCING_GUARD_CONFIG_H */

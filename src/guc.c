@@ -26,14 +26,13 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fence.h"
 #include "postgres.h"
-#include "settings.h"
 
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "fence.h"
 #include "settings.h"
 

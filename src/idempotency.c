@@ -74,13 +74,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
-#include "fence.h"
 #include "postgres.h"
-#include "stats.h"
-
-/* the longest idempotency key, in characters */
-#define FENCING_IDEM_KEY_MAXLEN		255
 
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -109,10 +103,14 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "direct.h"
-#include "fence.h"
 #include "extension.h"
+#include "fence.h"
 #include "stats.h"
+
+/* the longest idempotency key, in characters */
+#define FENCING_IDEM_KEY_MAXLEN		255
 
 PG_FUNCTION_INFO_V1(idem_begin);
 PG_FUNCTION_INFO_V1(idem_checkpoint);

@@ -58,11 +58,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
-#include "fence.h"
-#include "lease.h"
 #include "postgres.h"
-#include "stats.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -81,10 +77,11 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
-#include "fence.h"
+#include "compat.h"
 #include "extension.h"
-#include "stats.h"
+#include "fence.h"
 #include "lease.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(fencing_server_timeline);
 PG_FUNCTION_INFO_V1(fencing_lease_acquire);

@@ -10,21 +10,14 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "guard_config.h"
 #include "postgres.h"
-#include "protection.h"
-#include "scopes.h"
-#include "settings.h"
-#include "stats.h"
 
 #include "fmgr.h"
 #include "utils/guc.h"
 
 #include "citus.h"
-#include "settings.h"
-#include "guard_config.h"
 #include "scopes.h"
-#include "protection.h"
+#include "settings.h"
 #include "stats.h"
 
 #ifdef PG_MODULE_MAGIC_EXT
@@ -41,8 +34,6 @@ _PG_init(void)
 {
 	/* settings and caches of the guard */
 	FencingGucInit();
-	FencingGuardConfigInit();
-	FencingProtectionInit();
 	FencingScopesInit();
 
 	/* Citus, behind the interface of cluster.h */

@@ -13,13 +13,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "ddl_guard.h"
-#include "extension.h"
-#include "lease.h"
 #include "postgres.h"
-#include "protection.h"
-#include "scope_storage.h"
-#include "stats.h"
 
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -43,12 +37,13 @@
 #include "utils/syscache.h"
 
 #include "cluster.h"
-#include "extension.h"
-#include "scopes.h"
-#include "protection.h"
+#include "compat.h"
 #include "ddl_guard.h"
-#include "stats.h"
+#include "extension.h"
 #include "lease.h"
+#include "protection.h"
+#include "scope_storage.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(fencing_protect);
 PG_FUNCTION_INFO_V1(fencing_unprotect);

@@ -32,7 +32,6 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
-#include "protection.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -111,11 +110,23 @@ InvalidateProtections(Datum arg pg_attribute_unused(), Oid relid)
 		protections_valid = false;	/* rebuilt at the next look-up */
 }
 
-/* Register the relcache callback; called from _PG_init. */
-void
-FencingProtectionInit(void)
+/*
+ * Register the relcache callback, before this backend caches anything
+ * here.  Not at library load: PostgreSQL has room for ten relcache
+ * callbacks in a backend, and one that never guards a write, such as the
+ * walsender of a Citus shard split (Citus' caches, its decoder's and the
+ * server's own take nine), must not run out of them for ours.
+ */
+static void
+RegisterProtectionsCallback(void)
 {
-	CacheRegisterRelcacheCallback(InvalidateProtections, (Datum) 0);
+	static bool registered = false;
+
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(InvalidateProtections, (Datum) 0);
+		registered = true;
+	}
 }
 
 /* Forget the set in this backend (after writing fencing.protected). */
@@ -139,6 +150,7 @@ FencingProtectedTableOid(void)
 
 	if (OidIsValid(protected_relid) && OidIsValid(protected_pkey))
 		return protected_relid;
+	RegisterProtectionsCallback();
 	nsp = get_namespace_oid("fencing", true);
 	if (!OidIsValid(nsp))
 		return InvalidOid;

@@ -25,6 +25,5 @@ extern bool FencingProtectionColumns(Oid relid, char **fence_column, int *nkeys,
 									 char ***key_columns);
 extern Oid	FencingProtectedTableOid(void);
 extern void FencingProtectionReset(void);
-extern void FencingProtectionInit(void);
 
 #endif							/* FENCING_PROTECTION_H */

@@ -48,10 +48,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fence.h"
 #include "postgres.h"
-#include "scope_storage.h"
-#include "scopes.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -67,8 +64,9 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+#include "compat.h"
 #include "fence.h"
-#include "guard_config.h"
+#include "scope_storage.h"
 #include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_local_state);

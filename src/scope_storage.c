@@ -44,11 +44,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
-#include "fence.h"
 #include "postgres.h"
-#include "scope_storage.h"
-#include "scopes.h"
 
 #include "access/detoast.h"
 #include "access/hash.h"
@@ -99,9 +95,10 @@
 #include "common/sha2.h"
 
 #include "cluster.h"
-#include "fence.h"
+#include "compat.h"
 #include "extension.h"
-#include "guard_config.h"
+#include "fence.h"
+#include "scope_storage.h"
 #include "scopes.h"
 
 /* The lock protect() holds on a scope's name: see FencingScopeStorageFor() */

@@ -47,10 +47,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
-#include "fence.h"
 #include "postgres.h"
-#include "scopes.h"
 
 #include "access/detoast.h"
 #include "access/genam.h"
@@ -81,9 +78,9 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
-#include "fence.h"
+#include "compat.h"
 #include "extension.h"
-#include "guard_config.h"
+#include "fence.h"
 #include "scopes.h"
 
 /*

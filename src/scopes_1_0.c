@@ -32,13 +32,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
-#include "fence.h"
-#include "guard_config.h"
 #include "postgres.h"
-#include "scope_storage.h"
-#include "scopes.h"
-#include "scopes_1_0.h"
 
 #include "access/htup_details.h"
 #include "access/xact.h"
@@ -62,10 +56,12 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
-#include "fence.h"
 #include "extension.h"
+#include "fence.h"
 #include "guard_config.h"
+#include "scope_storage.h"
 #include "scopes.h"
+#include "scopes_1_0.h"
 
 PG_FUNCTION_INFO_V1(fencing_convert_scope_1_0);
 PG_FUNCTION_INFO_V1(fencing_key_types_1_0);

@@ -80,15 +80,12 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "fence.h"
 #include "postgres.h"
-#include "stats.h"
 
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
 #include "access/xact.h"
 #include "access/xlog_internal.h"
 #include "catalog/objectaccess.h"
@@ -114,6 +111,7 @@
 #include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
+#include "compat.h"
 #include "fence.h"
 #include "stats.h"
 

@@ -32,11 +32,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "extension.h"
-#include "guard_config.h"
 #include "postgres.h"
-#include "scope_storage.h"
-#include "visibility.h"
 
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
@@ -55,8 +51,8 @@
 
 #include "extension.h"
 #include "guard_config.h"
+#include "scope_storage.h"
 #include "visibility.h"
-#include "scopes.h"
 
 PG_FUNCTION_INFO_V1(fencing_scope_fences);
 

@@ -777,7 +777,228 @@ used_key "$out" "main\",\"$acct3" "on the new node, an insert of account $acct3 
 like "$out" "while executing command on 127.0.0.1:${PORT[w3]}" "... refused by the new node"
 out=$(qa coord "INSERT INTO ledger (acct, id, fence) VALUES ($acct3, 30001, '90:0')" 2>&1)
 is "$out" "" "on the new node, a fresh insert is accepted"
-is "$(q coord "SELECT count(*) FROM ledger")" "1568" "the ledger: 1568 rows, each accepted write once"
+# --- key scope: a transfer whose stream of fences falls behind its rows'
+# Citus moves and splits a table and its scope's storage by one stream per
+# table owner, and counts as caught up a subscription whose apply worker is
+# not running (its latest_end_lsn is NULL).  Here the storage shard on the
+# new node refuses the stream of fences (a CHECK constraint on it, as a
+# late or failing apply worker would) while writes fall into each phase of
+# the transfer, held at Citus' own hooks for isolation tests (with
+# citus.running_under_citus_test_suite, the transfer takes advisory lock
+# (55152, 44000) before it copies, and (44000, 55152) after the catch-up,
+# before it blocks writes); the fences are let through once the transfer
+# waits for them, and must all be there after it.
+tdir=$FENCING_WORK/transfer
+mkdir -p "$tdir" && chown postgres: "$tdir"
+mkfifo "$tdir/hooks.in" "$tdir/transfer.in" && chown postgres: "$tdir"/*.in
+# a psql session on the coordinator, fed through a fifo: its fd, then SQL
+declare -a tpids=()
+session_open() {
+    local name=$1 fd=$2
+    (fencing_as_postgres psql -X -q -At -h 127.0.0.1 -p "${PORT[coord]}" -d postgres \
+        -v VERBOSITY=verbose <"$tdir/$name.in" >"$tdir/$name.out" 2>&1) &
+    tpids+=($!)
+    eval "exec $fd>\"$tdir/$name.in\""
+}
+hook_waiting() {
+    q coord "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1 AND objid = $2 AND objsubid = 2"
+}
+# backends of the nodes waiting for a scope's fences to arrive
+fences_awaited() {
+    local node t=0
+    for node in "$@"; do
+        t=$((t + $(q "$node" "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'FencingScopeStream'
+                              OR (wait_event_type = 'Extension' AND wait_event = 'Extension' AND backend_type NOT LIKE 'Citus%')")))
+    done
+    echo $t
+}
+# the storage shard NAME on NODE refuses fences from TOKEN on, or again takes them
+hold_fences() {
+    free_fences "$1" "$2"
+    q "$1" "SET citus.enable_manual_changes_to_shards = on" \
+        "ALTER TABLE $2 ADD CONSTRAINT fencing_test_hold CHECK (fence OPERATOR(fencing.<) '$3') NOT VALID" >/dev/null
+}
+free_fences() {
+    q "$1" "SET citus.enable_manual_changes_to_shards = on" "ALTER TABLE $2 DROP CONSTRAINT IF EXISTS fencing_test_hold" >/dev/null 2>&1
+}
+# the storage shards that a split is filling on NODE (not in Citus' metadata yet)
+split_storage() {
+    q "$1" "SET citus.show_shards_for_app_name_prefixes = '*'" \
+        "SELECT string_agg(DISTINCT r.srrelid::regclass::text, ' ') FROM pg_subscription_rel r JOIN pg_class c ON c.oid = r.srrelid
+         WHERE c.relnamespace = 'fencing'::regnamespace AND c.relname ~ '^${storage#fencing.}_[0-9]+\$'
+           AND NOT EXISTS (SELECT 1 FROM pg_dist_shard s WHERE s.shardid = substring(c.relname from '[0-9]+\$')::bigint)"
+}
+# does a transfer block writes (Citus' exclusive lock on the metadata of a
+# shard, or of a shard index of a co-location group, which only a transfer
+# takes, and only when it blocks writes)?
+writes_blocked() {
+    q coord "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid IN (4, 8)
+             AND mode = 'ExclusiveLock' AND granted"
+}
+# run SQL as the application, with a token propagated to the workers
+qt() { qa coord "$COORD_TOKEN" "$@"; }
+# account 5's key fences and the stale writes after a transfer
+fences_of() {
+    q coord "SELECT string_agg((key::json->>0) || '=' || fence::text, ',' ORDER BY key::json->>0) FROM fencing.scopes
+             WHERE scope_name = 'public.ledger' AND key::json->>1 = '5' AND key::json->>0 LIKE '$1%'"
+}
+ma=5
+mk=$(shard_of ledger $ma)
+mfrom=$(node_name_by_port "$(node_of_shard "$mk")")
+mto=$(for node in w1 w2 w3; do [ "$node" != "$mfrom" ] && echo $node; done | head -1)
+msk=$(q coord "SELECT s.shardid FROM pg_dist_shard s, pg_dist_shard l WHERE l.shardid = $mk
+               AND s.logicalrelid = '$storage'::regclass AND s.shardminvalue = l.shardminvalue")
+mstorage=$(q coord "SELECT shard_name('$storage', $msk)")
+session_open hooks 8
+printf 'SELECT pg_advisory_lock(55152, 44000);\nSELECT pg_advisory_lock(44000, 55152);\n\\! touch %s/hooks.held\n' "$tdir" >&8
+for i in $(seq 600); do [ -e "$tdir/hooks.held" ] && break; sleep 0.1; done
+session_open transfer 9
+printf "SET citus.running_under_citus_test_suite = on;\nSELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s);\n\\\\! touch %s/transfer.done\n" \
+    "$mk" "${PORT[$mfrom]}" "${PORT[$mto]}" "$tdir" >&9
+for i in $(seq 600); do [ "$(hook_waiting 55152 44000)" = 1 ] && break; sleep 0.1; done
+# 1. the slot is made, the copy not yet: new keys, and a DELETE whose token
+# only the fences carry
+out=$(qt "INSERT INTO ledger (acct, id, book, fence) SELECT $ma, 40000 + g, 'mv' || g % 3, ('95:' || g)::fencing.fence FROM generate_series(1, 6) g" \
+    "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 40101, 'mvd', '95:1')" \
+    "BEGIN" "SET LOCAL fencing.token = '95:50'" "DELETE FROM ledger WHERE acct = $ma AND id = 40101" "COMMIT" 2>&1)
+hold_fences "$mto" "$mstorage" 95:0
+printf 'SELECT pg_advisory_unlock(55152, 44000);\n' >&8
+# with the guard arriving on the new shard, the transfer waits for the fences
+waited=
+for i in $(seq 1200); do
+    [ "$(hook_waiting 44000 55152)" = 1 ] && break
+    [ "$(fences_awaited "$mto")" -gt 0 ] && { waited=1; free_fences "$mto" "$mstorage"; }
+    sleep 0.1
+done
+ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope move: the guard arrives on the new shard only after the fences of the writes replayed before it"
+# 2. caught up, the guard on the new shard, writes not yet blocked: more
+# writes, a key changed by an UPDATE, another DELETE with a token
+hold_fences "$mto" "$mstorage" 95:0
+out=$out$(qt "INSERT INTO ledger (acct, id, book, fence) SELECT $ma, 40000 + g, 'mv' || g % 3, ('95:' || g)::fencing.fence FROM generate_series(7, 12) g" \
+    "UPDATE ledger SET book = 'mv2', fence = '95:13' WHERE acct = $ma AND id = 40001" \
+    "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 40102, 'mve', '95:2')" \
+    "BEGIN" "SET LOCAL fencing.token = '95:60'" "DELETE FROM ledger WHERE acct = $ma AND id = 40102" "COMMIT" 2>&1)
+printf 'SELECT pg_advisory_unlock(44000, 55152);\n' >&8
+# 3. writes blocked while the transfer catches up: it waits for the fences;
+# a write sent now waits for the switch, and lands on the new node
+waited=
+for i in $(seq 1200); do
+    [ -e "$tdir/transfer.done" ] && break
+    if [ "$(fences_awaited "$mto")" -gt 0 ] && [ "$(writes_blocked)" -gt 0 ]; then
+        waited=1
+        (qt "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 40013, 'mv0', '95:14')" >"$tdir/blocked.out" 2>&1) &
+        bpid=$!
+        for j in $(seq 600); do
+            [ "$(q coord "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ledger%40013%'")" -gt 0 ] && break
+            sleep 0.1
+        done
+        free_fences "$mto" "$mstorage"
+        wait $bpid
+        break
+    fi
+    sleep 0.1
+done
+ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope move: the transfer, writes blocked, waits for the fences of the writes replayed after the guard arrived"
+for i in $(seq 1200); do [ -e "$tdir/transfer.done" ] && break; sleep 0.1; done
+exec 9>&-
+free_fences "$mto" "$mstorage"
+[ -z "$waited" ] && qt "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 40013, 'mv0', '95:14')" >"$tdir/blocked.out" 2>&1
+is "$(cat "$tdir/transfer.out")" "" "key scope: citus_move_shard_placement of ledger shard $mk ($mfrom to $mto), writes in each of its phases"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+is "$out$(cat "$tdir/blocked.out")" "" "... every write accepted"
+is "$(node_name_by_port "$(node_of_shard "$mk")")" "$mto" "... the shard is on $mto"
+is "$(q coord "SELECT count(*) FROM ledger WHERE acct = $ma AND id > 40000")" "13" "... with all 13 rows written during the move"
+is "$(fences_of mv)" "mv0=95:14,mv1=95:13,mv2=95:13,mvd=95:50,mve=95:60" \
+    "... and every key's fence is its highest accepted token, a DELETE's too"
+for stale in "mvd:95:30" "mve:95:55" "mv1:95:12"; do
+    out=$(qaerr coord "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 40201, '${stale%%:*}', '${stale#*:}')")
+    stale_key "$out" "${stale%%:*}\",\"$ma" "after the move, a stale write of key ${stale%%:*} with ${stale#*:}"
+done
+
+# the same for a split, writes at its last catch-up, the new storage shards
+# refusing the fences on both nodes
+sk=$(shard_of ledger $ma)
+smid=$(q coord "SELECT (shardminvalue::bigint + shardmaxvalue::bigint) / 2 FROM pg_dist_shard WHERE shardid = $sk")
+rm -f "$tdir/transfer.done"
+printf 'SELECT pg_advisory_lock(44000, 55152);\n\\! touch %s/hooks.held2\n' "$tdir" >&8
+for i in $(seq 600); do [ -e "$tdir/hooks.held2" ] && break; sleep 0.1; done
+session_open transfer 9
+printf "SET citus.running_under_citus_test_suite = on;\nSELECT citus_split_shard_by_split_points(%s, ARRAY['%s'], ARRAY[(SELECT nodeid FROM pg_dist_node WHERE nodeport = %s), (SELECT nodeid FROM pg_dist_node WHERE nodeport = %s)]);\n\\\\! touch %s/transfer.done\n" \
+    "$sk" "$smid" "${PORT[w1]}" "${PORT[w2]}" "$tdir" >&9
+for i in $(seq 1200); do [ "$(hook_waiting 44000 55152)" = 1 ] && break; sleep 0.1; done
+declare -A held=()
+for node in w1 w2; do
+    held[$node]=$(split_storage $node)
+    for s in ${held[$node]}; do hold_fences $node "$s" 96:0; done
+done
+out=$(qt "INSERT INTO ledger (acct, id, book, fence) SELECT $ma, 50000 + g, 'sp' || g % 2, ('96:' || g)::fencing.fence FROM generate_series(1, 6) g" \
+    "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 50101, 'spd', '96:1')" \
+    "BEGIN" "SET LOCAL fencing.token = '96:40'" "DELETE FROM ledger WHERE acct = $ma AND id = 50101" "COMMIT" 2>&1)
+printf 'SELECT pg_advisory_unlock(44000, 55152);\n' >&8
+waited=
+for i in $(seq 1200); do
+    [ -e "$tdir/transfer.done" ] && break
+    if [ "$(fences_awaited w1 w2)" -gt 0 ]; then
+        waited=1
+        break
+    fi
+    sleep 0.1
+done
+for node in w1 w2; do for s in ${held[$node]}; do free_fences $node "$s"; done; done
+for i in $(seq 1200); do [ -e "$tdir/transfer.done" ] && break; sleep 0.1; done
+exec 9>&- 8>&-
+wait "${tpids[@]}"
+ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope split: the split, writes blocked, waits for the fences of the writes replayed into the new shards"
+is "$(cat "$tdir/transfer.out")" "" "key scope: citus_split_shard_by_split_points of ledger shard $sk, writes at its last catch-up"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+is "$out" "" "... every write accepted"
+is "$(q coord "SELECT count(*) FROM ledger WHERE acct = $ma AND id > 50000")" "6" "... and all 6 rows are in the new shards"
+is "$(fences_of sp)" "sp0=96:6,sp1=96:5,spd=96:40" "... with every key's fence its highest accepted token, a DELETE's too"
+out=$(qaerr coord "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 50201, 'spd', '96:20')")
+stale_key "$out" "spd\",\"$ma" "after the split, a stale write of key spd"
+is "$(colocated_census)" "6 6" "... 6 ledger shards, each with its storage shard on its node"
+
+# the other way round: the new ledger shard refuses the stream of rows
+# (from before the copy on, before the guard is there) while the fences of
+# the same writes come; the transfer must wait for the rows, not complete
+# without them
+ck=$(shard_of ledger $ma)
+cfrom=$(node_name_by_port "$(node_of_shard "$ck")")
+cto=$(for node in w1 w2 w3; do [ "$node" != "$cfrom" ] && echo $node; done | head -1)
+cledger=$(q coord "SELECT shard_name('ledger', $ck)")
+rm -f "$tdir/transfer.done"
+session_open hooks 8
+printf 'SELECT pg_advisory_lock(55152, 44000);\n\\! touch %s/hooks.held3\n' "$tdir" >&8
+for i in $(seq 600); do [ -e "$tdir/hooks.held3" ] && break; sleep 0.1; done
+session_open transfer 9
+printf "SET citus.running_under_citus_test_suite = on;\nSELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s);\n\\\\! touch %s/transfer.done\n" \
+    "$ck" "${PORT[$cfrom]}" "${PORT[$cto]}" "$tdir" >&9
+for i in $(seq 1200); do [ "$(hook_waiting 55152 44000)" = 1 ] && break; sleep 0.1; done
+hold_fences "$cto" "$cledger" 97:0
+out=$(qt "INSERT INTO ledger (acct, id, book, fence) SELECT $ma, 60000 + g, 'cr' || g % 3, ('97:' || g)::fencing.fence FROM generate_series(1, 6) g" 2>&1)
+printf 'SELECT pg_advisory_unlock(55152, 44000);\n' >&8
+waited=
+for i in $(seq 1200); do
+    [ -e "$tdir/transfer.done" ] && break
+    if [ "$(fences_awaited "$cto")" -gt 0 ]; then
+        waited=1
+        break
+    fi
+    sleep 0.1
+done
+free_fences "$cto" "$cledger"
+for i in $(seq 1200); do [ -e "$tdir/transfer.done" ] && break; sleep 0.1; done
+exec 9>&- 8>&-
+wait "${tpids[@]}"
+ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope move: the stream of fences waits for the rows of the same writes"
+is "$(cat "$tdir/transfer.out")" "" "key scope: citus_move_shard_placement of ledger shard $ck ($cfrom to $cto), its rows held back on $cto"
+q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
+is "$out" "" "... every write accepted"
+is "$(node_name_by_port "$(node_of_shard "$ck")")" "$cto" "... the shard is on $cto"
+is "$(q coord "SELECT count(*) FROM ledger WHERE acct = $ma AND id > 60000")" "6" "... with all 6 rows written during the move"
+is "$(fences_of cr)" "cr0=97:6,cr1=97:4,cr2=97:5" "... and every key's fence is its highest accepted token"
+
+is "$(q coord "SELECT count(*) FROM ledger")" "1593" "the ledger: 1593 rows, each accepted write once"
 
 # --- two coordinator sessions racing on one row
 race() {
