@@ -276,6 +276,9 @@ update_with_writers() {
     [ $st -ne 0 ] && tap_diag "$(cat "$FENCING_WORK/alter.log")"
     tap_ok "$([ "$(fencing_sql "$db" "SELECT extversion FROM pg_extension WHERE extname = 'fencing'")" = "$newest" ]; echo $?)" \
         "the extension is at $newest"
+    # a watcher in a new session: the old library's (step 2) may fail
+    # closed once the updated objects call functions it does not have
+    psql_bg "$db" "CALL app.watcher(3600)" "$wlog/watcher2.log"
     psql_bg "$db" "CALL app.fresh(4, 3600)" "$wlog/fresh4.log"
     wait_until "$db" "app.tries(4) >= 20 AND app.tries(3, '$t1') >= 5
                   AND (SELECT count(*) FROM app.stale WHERE writer = 1 AND at > '$t1') >= 1
