@@ -204,14 +204,68 @@ COMMENT ON EVENT TRIGGER fencing_drop_extension IS
 -- Storage tables named after their scopes (src/scope_storage.c)
 ------------------------------------------------------------------------------
 
--- A new scope's storage table is fencing.scope_<h>, <h> 16 hex digits of
--- the SHA-256 of the scope's name: the same in every database, so that a
--- dump restored into a database with scopes of other names brings tables
--- of other names, and a logical replica that protects the same tables has
--- the same storage tables as its publisher.  Existing ones keep their
--- names; the sequence that numbered them is no longer drawn from.
+-- A scope's storage table is fencing.scope_<h>, <h> 16 hex digits of the
+-- SHA-256 of the scope's name (in the database's encoding; _2, _3, ... when
+-- the name is taken): the same in every database, so that a dump restored
+-- into a database with scopes of other names brings tables of other names,
+-- and a logical replica that protects the same tables has the same storage
+-- tables as its publisher.  The numbered tables of 1.1 (fencing.scope_<n>)
+-- are renamed so, with their index and constraints, as a new scope's
+-- would be named: an updated database is then as a new one.  Not a storage
+-- table that Citus distributes: the guard triggers of its shards name it.
+-- The sequence that numbered them is no longer drawn from.
+DO $$
+DECLARE
+    r record;
+    k record;
+    h text;
+    new_name text;
+    attempt int;
+BEGIN
+    FOR r IN
+        SELECT s.scope_name, t.relname::text AS relname
+          FROM @extschema@.scope_storage s
+          JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) s.storage::pg_catalog.oid
+         WHERE t.relname::text OPERATOR(pg_catalog.~) '^scope_[0-9]+$'
+         ORDER BY t.relname
+    LOOP
+        IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+            EXECUTE 'SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_partition '
+                    'WHERE logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass'
+               INTO attempt USING '@extschema@.' || pg_catalog.quote_ident(r.relname);
+            CONTINUE WHEN attempt > 0;
+        END IF;
+        h := pg_catalog.substr(pg_catalog.encode(pg_catalog.sha256(
+                 pg_catalog.convert_to(r.scope_name, pg_catalog.current_setting('server_encoding'))),
+                 'hex'), 1, 16);
+        attempt := 1;
+        LOOP
+            new_name := 'scope_' || h || CASE WHEN attempt > 1 THEN '_' || attempt ELSE '' END;
+            EXIT WHEN pg_catalog.to_regclass('@extschema@.' || pg_catalog.quote_ident(new_name)) IS NULL
+                  AND pg_catalog.to_regclass('@extschema@.' || pg_catalog.quote_ident(new_name || '_key')) IS NULL;
+            attempt := attempt + 1;
+        END LOOP;
+        FOR k IN
+            SELECT con.conname::text AS conname
+              FROM pg_catalog.pg_constraint con
+             WHERE con.conrelid OPERATOR(pg_catalog.=) ('@extschema@.' || pg_catalog.quote_ident(r.relname))::pg_catalog.regclass
+               AND con.contype OPERATOR(pg_catalog.<>) 'u'
+               AND pg_catalog.starts_with(con.conname::text, r.relname || '_')
+        LOOP
+            EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I RENAME CONSTRAINT %I TO %I',
+                                      r.relname, k.conname,
+                                      new_name || pg_catalog.substr(k.conname, pg_catalog.length(r.relname) + 1));
+        END LOOP;
+        IF pg_catalog.to_regclass('@extschema@.' || pg_catalog.quote_ident(r.relname || '_key')) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('ALTER INDEX @extschema@.%I RENAME TO %I',
+                                      r.relname || '_key', new_name || '_key');
+        END IF;
+        EXECUTE pg_catalog.format('ALTER TABLE @extschema@.%I RENAME TO %I', r.relname, new_name);
+    END LOOP;
+END
+$$;
 COMMENT ON SEQUENCE @extschema@.scope_storage_seq IS
-    'numbers of the scope storage tables created by fencing 1.1 (fencing.scope_<n>); later ones are named after their scopes';
+    'numbered the scope storage tables of fencing 1.1 (fencing.scope_<n>); storage tables are named after their scopes since 1.2';
 
 -- (end of section on storage names)
 

@@ -5,8 +5,8 @@
  *
  * Each key or table scope has a table of its own in schema fencing,
  * created by the first protect() into it: fencing.scope_<h>, <h> 16 hex
- * digits of the SHA-256 of the scope's name (those created by fencing 1.1
- * have numbers instead), with one
+ * digits of the SHA-256 of the scope's name (the update to 1.2 renames the
+ * numbered ones of fencing 1.1 so, but for Citus-distributed ones), with one
  * column per key column of the protected table, of the same type (a
  * domain's base type) and collation, a fence column, and a unique index
  * on the key columns, NULLS NOT DISTINCT.  Two rows of protected tables
