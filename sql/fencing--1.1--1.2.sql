@@ -221,6 +221,7 @@ DECLARE
     h text;
     new_name text;
     attempt int;
+    distributed boolean;
 BEGIN
     FOR r IN
         SELECT s.scope_name, t.relname::text AS relname
@@ -230,10 +231,10 @@ BEGIN
          ORDER BY t.relname
     LOOP
         IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
-            EXECUTE 'SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_partition '
-                    'WHERE logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass'
-               INTO attempt USING '@extschema@.' || pg_catalog.quote_ident(r.relname);
-            CONTINUE WHEN attempt > 0;
+            EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition '
+                    'WHERE logicalrelid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass)'
+               INTO distributed USING '@extschema@.' || pg_catalog.quote_ident(r.relname);
+            CONTINUE WHEN distributed;
         END IF;
         h := pg_catalog.substr(pg_catalog.encode(pg_catalog.sha256(
                  pg_catalog.convert_to(r.scope_name, pg_catalog.current_setting('server_encoding'))),
