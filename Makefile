@@ -60,7 +60,7 @@ REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_o
 
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
-REGRESS_LOCKSVC = lock_services
+REGRESS_LOCKSVC = lock_services sf001_reasons
 
 REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security
 

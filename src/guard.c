@@ -412,6 +412,7 @@ FollowRowFence(Relation rel, AttrNumber fence_attnum, Oid stats_relid,
 	if (!have_token)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(FENCING_REASON_STALE_TOKEN),
 				 errmsg("replicated UPDATE of table \"%s\" would remove a row's fence",
 						RelationGetRelationName(rel)),
 				 errdetail("The row has accepted fence token %s, and the replicated row version has none.",
