@@ -556,6 +556,8 @@ fencing_guard(PG_FUNCTION_ARGS)
 	}
 	pending_move.state = MOVE_NONE;
 
+	/* the setting as the statement began (55P02 if its code changed it) */
+	setting = FencingTokenSetting();
 	if (FencingBypass)
 	{
 		FencingStatsCount(cfg->stats, FENCING_STAT_BYPASSED);
@@ -567,7 +569,6 @@ fencing_guard(PG_FUNCTION_ARGS)
 	}
 
 	/* the token: the setting, else the fence column, else none */
-	setting = FencingTokenSetting();
 	if (TRIGGER_FIRED_BY_INSERT(event))
 		have_column = GetFenceColumn(cfg, newtup, desc, &column);
 	else if (TRIGGER_FIRED_BY_UPDATE(event))
