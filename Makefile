@@ -65,7 +65,7 @@ REGRESS_LOCKSVC = lock_services sf001_reasons
 REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security
 
 # who may read keys, who may pin the extension
-REGRESS_ROLES = scope_visibility scope_pinning scope_health
+REGRESS_ROLES = scope_visibility scope_pinning scope_health scope_row_security
 
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) \
 	$(REGRESS_LOCKSVC) $(REGRESS_UPDATE) $(REGRESS_ROLES)

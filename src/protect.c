@@ -78,11 +78,12 @@ CheckProtectable(Relation rel, const char *action)
  * table is locked, as PostgreSQL's own commands do it (the callbacks of
  * RangeVarGetRelidExtended): a role that does not own the table learns it
  * at once, and never queues for the lock, making every writer of the
- * table wait behind it.  A table the caller has no privilege on at all is
- * named by its OID only.  CheckProtectable() checks again under the lock.
+ * table wait behind it.  The message is PostgreSQL's own, naming the
+ * table as pg_class does to every role.  CheckProtectable() checks again
+ * under the lock (the owner may change while we wait).
  */
 static void
-CheckOwnerBeforeLock(Oid relid, const char *action)
+CheckOwnerBeforeLock(Oid relid)
 {
 	HeapTuple	tup;
 	char		relkind;
@@ -96,13 +97,8 @@ CheckOwnerBeforeLock(Oid relid, const char *action)
 	relkind = ((Form_pg_class) GETSTRUCT(tup))->relkind;
 	relname = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
 	ReleaseSysCache(tup);
-	if (FencingOwnsRelation(relid, GetUserId()))
-		return;
-	if (pg_class_aclmask(relid, GetUserId(), ACL_ALL_RIGHTS_RELATION, ACLMASK_ANY) != 0)
+	if (!FencingOwnsRelation(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(relkind), relname);
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("must be owner of the relation with OID %u to %s it", relid, action)));
 }
 
 /*
@@ -275,7 +271,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	fence_column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
 	strict = PG_GETARG_BOOL(3);
 
-	CheckOwnerBeforeLock(relid, "protect");
+	CheckOwnerBeforeLock(relid);
 	rel = table_open(relid, ShareRowExclusiveLock);
 	CheckProtectable(rel, "protect");
 	CheckColumn(rel, fence_column, true);
@@ -436,7 +432,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("table must not be null")));
 	relid = PG_GETARG_OID(0);
-	CheckOwnerBeforeLock(relid, "unprotect");
+	CheckOwnerBeforeLock(relid);
 	rel = table_open(relid, ShareRowExclusiveLock);
 	CheckProtectable(rel, "unprotect");
 	tree = RelationTree(rel);
