@@ -62,7 +62,7 @@ REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
 REGRESS_LOCKSVC = lock_services sf001_reasons
 
-REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security
+REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security update_to_1_3_recheck
 
 # who may read keys, who may pin the extension
 REGRESS_ROLES = scope_visibility scope_pinning scope_health scope_row_security
