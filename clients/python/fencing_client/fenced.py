@@ -140,6 +140,22 @@ def connection_of(conn_or_pool: Any) -> Iterator[psycopg.Connection]:
         yield conn_or_pool
 
 
+def query_one(conn_or_pool: Any, query: str, params: tuple = ()) -> Any:
+    """The first row of one statement, committed on its own in one round
+    trip (autocommit for the statement when the connection is idle and not
+    in autocommit), or run inside the caller's transaction when one is
+    open."""
+    with connection_of(conn_or_pool) as conn:
+        if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
+            return conn.execute(query, params).fetchone()
+        conn.autocommit = True
+        try:
+            return conn.execute(query, params).fetchone()
+        finally:
+            if not conn.broken and not conn.closed:
+                conn.autocommit = False
+
+
 def run_fenced(conn_or_pool: Union[psycopg.Connection, Any], token: TokenLike,
                fn: Callable[[psycopg.Cursor], T], *, retry: int = 1,
                backoff: float = 0.01, pipeline: bool = True) -> T:

@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 from psycopg import sql
 
 from .errors import NotAcquired
-from .fenced import connection_of
+from .fenced import connection_of, query_one
 from .token import Token, TokenLike
 
 GENERATIONS_TABLE = "fencing_lock_generations"
@@ -47,9 +47,8 @@ def ensure_generation_table(conn_or_pool: Any, *services: str,
 
 def read_generation(conn_or_pool: Any, service: str, table: str = GENERATIONS_TABLE) -> int:
     """The service's generation, in a transaction of its own."""
-    with connection_of(conn_or_pool) as conn, conn.transaction():
-        row = conn.execute(sql.SQL("SELECT generation FROM {} WHERE service = %s")
-                           .format(_table_ident(table)), (service,)).fetchone()
+    row = query_one(conn_or_pool, sql.SQL("SELECT generation FROM {} WHERE service = %s")
+                    .format(_table_ident(table)), (service,))
     if row is None:
         raise LookupError(f"no generation for service {service!r} in {table}: "
                           f"call ensure_generation_table(conn, {service!r}) once")
@@ -127,8 +126,7 @@ class LeaseSource(TokenSource):
         self.token = None
 
     def _one(self, query: str, params: tuple) -> Any:
-        with connection_of(self.db) as conn, conn.transaction():
-            return conn.execute(query, params).fetchone()[0]
+        return query_one(self.db, query, params)[0]
 
     def acquire(self) -> Optional[Token]:
         t = self._one("SELECT fencing.lease_acquire(%s, %s, %s)::text",
@@ -412,9 +410,8 @@ class ZooKeeperLockSource(TokenSource):
         self.lock = lock
         self.czxid = int(stat.czxid)
         self.generation = read_generation(self.db, self.service, self.table)
-        with connection_of(self.db) as conn, conn.transaction():
-            text = conn.execute("SELECT fencing.fence_from_zxid(%s, %s)::text",
-                                (self.czxid, self.generation)).fetchone()[0]
+        text = query_one(self.db, "SELECT fencing.fence_from_zxid(%s, %s)::text",
+                         (self.czxid, self.generation))[0]
         self.token = Token.parse(text)
         return self.token
 
