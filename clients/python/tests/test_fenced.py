@@ -84,7 +84,7 @@ class TestFenced(unittest.TestCase):
         name = unique("lease")
         t2 = unique("lt")
         make_rows_table(self.db, t2, ["r1"], protect=f", lease => '{name}'")
-        lease = fc.LeaseSource(self.db, name, "me", 0.3)
+        lease = fc.LeaseSource(self.db, name, "me", 1.5)
         tok = lease.acquire()
         fc.run_fenced(self.db, tok, update(t2))
         wait_for("the lease to run out", lambda: self.db.execute(
