@@ -66,7 +66,7 @@ def main():
         token = lease.acquire()
         if token is None:
             out["lease_busy"] += 1
-            time.sleep(0.005)
+            time.sleep(0.01)
             continue
         if pause:
             out["paused"] += 1
