@@ -21,7 +21,7 @@ CLIENT=$FENCING_ROOT/clients/python
 DB=client_python
 PACKAGES=(python3-psycopg python3-psycopg-pool python3-etcd3 python3-redis python3-kazoo
           etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools
-          pgbouncer postgresql-client-15)
+          pgbouncer)
 
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }

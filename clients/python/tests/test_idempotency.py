@@ -67,8 +67,12 @@ class TestRunOnce(unittest.TestCase):
             return "first"
 
         out = {}
-        t = threading.Thread(target=lambda: out.setdefault(
-            "r", fc.run_once(connect(autocommit=True), key, {}, slow)))
+
+        def first():
+            with connect(autocommit=True) as c:
+                out["r"] = fc.run_once(c, key, {}, slow)
+
+        t = threading.Thread(target=first)
         t.start()
         try:
             self.assertTrue(inside.wait(30))
@@ -87,8 +91,8 @@ class TestRunOnce(unittest.TestCase):
         def first(claim):
             claim.checkpoint("psp:re_1")
             # a second worker while our lease is live
-            with self.assertRaises(fc.InProgress):
-                fc.run_once_steps(connect(autocommit=True), key, {}, lambda c: 0, lease=30)
+            with self.assertRaises(fc.InProgress), connect(autocommit=True) as c2:
+                fc.run_once_steps(c2, key, {}, lambda c: 0, lease=30)
             raise RuntimeError("worker gives up")   # abandons: the next resumes at once
 
         with self.assertRaises(RuntimeError):
