@@ -59,7 +59,7 @@ started=1
 locksvc_etcd_start || started=0
 locksvc_zk_start || started=0
 locksvc_redis_start || started=0
-psql_main() { "$FENCING_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres "$@"; }
+psql_main() { PGOPTIONS="-c client_min_messages=warning" "$FENCING_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres "$@"; }
 psql_main -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" &&
     psql_main -d "$DB" -c "CREATE EXTENSION fencing" || started=0
 locksvc_pgbouncer_start "$DB" || started=0
