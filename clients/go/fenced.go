@@ -123,15 +123,23 @@ func beginFenced(ctx context.Context, conn *pgx.Conn, token *Token, o *options) 
 		}
 		return tx, nil
 	}
-	// BEGIN and set_token in one pipeline: one round trip.  Both are
-	// unnamed statements with the parameter's type given (text), so this
-	// needs no prepared statement and works through PgBouncer.
-	b := &pgconn.Batch{}
-	b.ExecParams(beginSQL(o.iso), nil, nil, nil, nil)
+	// BEGIN and set_token in one pipeline: one round trip.  pgx's batch
+	// uses the connection's statement cache (prepared statements, or
+	// described unnamed ones with ForPgBouncer).
+	b := &pgx.Batch{}
+	b.Queue(beginSQL(o.iso))
 	if token != nil {
-		b.ExecParams(setTokenSQL, [][]byte{[]byte(token.String())}, []uint32{25}, []int16{0}, []int16{0})
+		b.Queue(setTokenSQL, token.String())
 	}
-	if _, err := conn.PgConn().ExecBatch(ctx, b).ReadAll(); err != nil {
+	br := conn.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil && token != nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		if !conn.IsClosed() && conn.PgConn().TxStatus() != 'I' {
 			if _, rerr := conn.Exec(ctx, "rollback"); rerr != nil {
 				conn.Close(ctx)

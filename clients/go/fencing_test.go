@@ -638,7 +638,12 @@ func TestPgBouncer(t *testing.T) {
 		t.Fatalf("balance %d fence %s", bal, fence)
 	}
 	// a new client of PgBouncer (the same server connection): no token
-	conn, err := pgx.Connect(ctx, dsn)
+	ccfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccfg.BuildStatementCache = nil // no named prepared statements through PgBouncer
+	conn, err := pgx.ConnectConfig(ctx, ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
