@@ -27,6 +27,14 @@
 #define FencingOwnsRelation(relid, roleid) pg_class_ownercheck((relid), (roleid))
 #endif
 
+/* ... and pg_extension_ownercheck() likewise */
+#if PG_VERSION_NUM >= 160000
+#define FencingOwnsExtension(extoid, roleid) \
+	object_ownercheck(ExtensionRelationId, (extoid), (roleid))
+#else
+#define FencingOwnsExtension(extoid, roleid) pg_extension_ownercheck((extoid), (roleid))
+#endif
+
 /*
  * 16 moved the settings' memory into a memory context of its own: the
  * "extra" that a check hook hands back is freed with guc_free() (a pfree()
@@ -133,6 +141,21 @@ FencingHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup,
 	} while (0)
 #else
 #include "nodes/miscnodes.h"
+#endif
+
+/*
+ * 18 dropped ExecutorRun's execute_once argument (the executor no longer
+ * tells a portal run once from one run again); a hook takes and passes on
+ * the arguments of its release.
+ */
+#if PG_VERSION_NUM >= 180000
+#define FENCING_EXECUTOR_RUN_PARAMS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define FENCING_EXECUTOR_RUN_ARGS queryDesc, direction, count
+#else
+#define FENCING_EXECUTOR_RUN_PARAMS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, bool execute_once
+#define FENCING_EXECUTOR_RUN_ARGS queryDesc, direction, count, execute_once
 #endif
 
 #endif							/* FENCING_COMPAT_H */
