@@ -284,7 +284,7 @@ func TestLeaseExpired(t *testing.T) {
 	ctx := context.Background()
 	lease := name("leaseexp")
 	tbl := accounts(t, pool, fmt.Sprintf(", lease => '%s'", lease))
-	src := fencing.NewLeaseSource(pool, lease, "me", 300*time.Millisecond)
+	src := fencing.NewLeaseSource(pool, lease, "me", 2*time.Second) // long enough for the first write on a loaded machine
 	tok, err := src.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
