@@ -23,10 +23,9 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// TestStorm: FENCING_GO_STORM_WORKERS (20) goroutines each make
+// TestStormLease: FENCING_GO_STORM_WORKERS (20) goroutines each make
 // FENCING_GO_STORM_WRITES (500) fenced writes to one row, with tokens of
-// one lease of 300 ms (FENCING_GO_STORM_SOURCE=lease, the default, or
-// redis: a Redis lock of 300 ms).  A worker without the lock tries to take
+// one lease of 300 ms (the table protected with lease => it).  A worker without the lock tries to take
 // it; one with it writes, sometimes gives it up, and sometimes pauses past
 // the TTL and then goes on writing with its old token; a worker that lost
 // the lock writes with its old token until it is refused.  Each accepted
@@ -36,16 +35,21 @@ func envInt(name string, def int) int {
 // writes the workers saw accepted, every refusal is an SF001 of a known
 // reason, and no pooled connection carries a token.  Runs when
 // FENCING_GO_STORM=1.
-func TestStorm(t *testing.T) {
+func TestStormLease(t *testing.T) { storm(t, "lease") }
+
+// TestStormRedis: the same with a Redis lock of 300 ms (tables protected
+// without a lease: every refusal is stale_token).
+func TestStormRedis(t *testing.T) {
+	need(t, "FENCING_REDIS")
+	storm(t, "redis")
+}
+
+func storm(t *testing.T, source string) {
 	if os.Getenv("FENCING_GO_STORM") != "1" {
 		t.Skip("FENCING_GO_STORM is not 1")
 	}
 	workers := envInt("FENCING_GO_STORM_WORKERS", 20)
 	writes := envInt("FENCING_GO_STORM_WRITES", 500)
-	source := os.Getenv("FENCING_GO_STORM_SOURCE")
-	if source == "" {
-		source = "lease"
-	}
 	const ttl = 300 * time.Millisecond
 	pool := pgPool(t, int32(workers))
 	ctx := context.Background()
@@ -59,16 +63,12 @@ func TestStorm(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+ledger+" (n bigint PRIMARY KEY, token fencing.fence NOT NULL, worker int NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	var rp interface{ Close() error }
 	newSource := func(i int) fencing.Source {
 		if source == "redis" {
-			p := redisPool(t)
-			rp = p
-			return fencing.NewRedisSource(p, lock, ttl, nil)
+			return fencing.NewRedisSource(redisPool(t), lock, ttl, nil)
 		}
 		return fencing.NewLeaseSource(pool, lock, fmt.Sprint("w", i), ttl)
 	}
-	_ = rp
 
 	var accepted, noLock, pauses, acquired int64
 	var mu sync.Mutex
