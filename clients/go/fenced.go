@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgconn"
+	"github.com/jackc/pgconn/stmtcache"
+	"github.com/jackc/pgproto3/v2"
 	"github.com/jackc/pgx/v4"
 	"github.com/jackc/pgx/v4/pgxpool"
 )
@@ -13,6 +15,10 @@ import (
 // session SET): the setting lasts until the transaction ends, so it works
 // behind PgBouncer in transaction mode and no pooled connection keeps it.
 const setTokenSQL = "SELECT fencing.set_token($1::text::fencing.fence)"
+
+// setTokenStmt: set_token's prepared statement, on connections whose
+// statement cache prepares statements.
+const setTokenStmt = "fencing_set_token"
 
 // Option changes RunFenced and RunOnce.
 type Option func(*options)
@@ -123,23 +129,20 @@ func beginFenced(ctx context.Context, conn *pgx.Conn, token *Token, o *options) 
 		}
 		return tx, nil
 	}
-	// BEGIN and set_token in one pipeline: one round trip.  pgx's batch
-	// uses the connection's statement cache (prepared statements, or
-	// described unnamed ones with ForPgBouncer).
-	b := &pgx.Batch{}
-	b.Queue(beginSQL(o.iso))
+	// BEGIN and set_token in one write and one round trip (see pipeline).
+	stmt := ""
 	if token != nil {
-		b.Queue(setTokenSQL, token.String())
+		if sc := conn.StatementCache(); sc != nil && sc.Mode() == stmtcache.ModePrepare {
+			// a connection that may keep prepared statements: set_token
+			// is prepared once per connection (pgx remembers it), which
+			// saves the server parsing and planning it every time
+			if _, err := conn.Prepare(ctx, setTokenStmt, setTokenSQL); err != nil {
+				return nil, err
+			}
+			stmt = setTokenStmt
+		}
 	}
-	br := conn.SendBatch(ctx, b)
-	_, err := br.Exec()
-	if err == nil && token != nil {
-		_, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := pipelineBegin(ctx, conn.PgConn(), beginSQL(o.iso), token, stmt); err != nil {
 		if !conn.IsClosed() && conn.PgConn().TxStatus() != 'I' {
 			if _, rerr := conn.Exec(ctx, "rollback"); rerr != nil {
 				conn.Close(ctx)
@@ -279,3 +282,46 @@ func (t *fencedTx) QueryFunc(ctx context.Context, sql string, args []interface{}
 }
 
 func (t *fencedTx) Conn() *pgx.Conn { return t.conn }
+
+// pipelineBegin sends, in one write, BEGIN (a simple query) and then
+// set_token($1) with its parameter bound (type text) and a Sync, and reads
+// both answers: one round trip.  set_token is the prepared statement stmt,
+// or when stmt is "" an unnamed statement parsed there and then: unnamed
+// statements outlive nothing, so that works through PgBouncer in
+// transaction mode (pools made with ForPgBouncer, or without a statement
+// cache, get it).  (pgconn's own batches write from a
+// goroutine of their own, which costs, on a busy machine, about what the
+// round trip saves; this does not.)  It returns the first error the
+// server sent; the connection is then idle, or in a failed transaction.
+func pipelineBegin(ctx context.Context, pc *pgconn.PgConn, begin string, token *Token, stmt string) error {
+	buf := (&pgproto3.Query{String: begin}).Encode(nil)
+	syncs := 1
+	if token != nil {
+		if stmt == "" {
+			buf = (&pgproto3.Parse{Query: setTokenSQL, ParameterOIDs: []uint32{25}}).Encode(buf)
+		}
+		buf = (&pgproto3.Bind{PreparedStatement: stmt, Parameters: [][]byte{[]byte(token.String())}}).Encode(buf)
+		buf = (&pgproto3.Execute{}).Encode(buf)
+		buf = (&pgproto3.Sync{}).Encode(buf)
+		syncs = 2
+	}
+	if err := pc.SendBytes(ctx, buf); err != nil {
+		return err
+	}
+	var first error
+	for ready := 0; ready < syncs; {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			return err // the connection is broken (pgconn closed it)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ReadyForQuery:
+			ready++
+		case *pgproto3.ErrorResponse:
+			if first == nil {
+				first = pgconn.ErrorResponseToPgError(m)
+			}
+		}
+	}
+	return first
+}
