@@ -1,0 +1,195 @@
+package fencing_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	fencing "github.com/fencing-pg/fencing/clients/go"
+	"github.com/jackc/pgx/v4"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// TestStormLease: FENCING_GO_STORM_WORKERS (20) goroutines each make
+// FENCING_GO_STORM_WRITES (500) fenced writes to one row, with tokens of
+// one lease of 300 ms (the table protected with lease => it).  A worker without the lock tries to take
+// it; one with it writes, sometimes gives it up, and sometimes pauses past
+// the TTL and then goes on writing with its old token; a worker that lost
+// the lock writes with its old token until it is refused.  Each accepted
+// write also appends its token to a ledger, numbered under the row's lock
+// (so in commit order).  Then: no accepted token is below one accepted
+// before it (zero stale writes accepted), the ledger holds exactly the
+// writes the workers saw accepted, every refusal is an SF001 of a known
+// reason, and no pooled connection carries a token.  Runs when
+// FENCING_GO_STORM=1.
+func TestStormLease(t *testing.T) { storm(t, "lease") }
+
+// TestStormRedis: the same with a Redis lock of 300 ms (tables protected
+// without a lease: every refusal is stale_token).
+func TestStormRedis(t *testing.T) {
+	need(t, "FENCING_REDIS")
+	storm(t, "redis")
+}
+
+func storm(t *testing.T, source string) {
+	if os.Getenv("FENCING_GO_STORM") != "1" {
+		t.Skip("FENCING_GO_STORM is not 1")
+	}
+	workers := envInt("FENCING_GO_STORM_WORKERS", 20)
+	writes := envInt("FENCING_GO_STORM_WRITES", 500)
+	const ttl = 300 * time.Millisecond
+	pool := pgPool(t, int32(workers))
+	ctx := context.Background()
+	lock := name("storm")
+	protect := ", strict => false"
+	if source == "lease" {
+		protect += fmt.Sprintf(", lease => '%s'", lock)
+	}
+	tbl := accounts(t, pool, protect)
+	ledger := tbl + "_ledger"
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+ledger+" (n bigint PRIMARY KEY, token fencing.fence NOT NULL, worker int NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	newSource := func(i int) fencing.Source {
+		if source == "redis" {
+			return fencing.NewRedisSource(redisPool(t), lock, ttl, nil)
+		}
+		return fencing.NewLeaseSource(pool, lock, fmt.Sprint("w", i), ttl)
+	}
+
+	var accepted, noLock, pauses, acquired int64
+	var mu sync.Mutex
+	refused := map[fencing.Reason]int64{}
+	var unexpected []string
+	deadline := time.Now().Add(75 * time.Second)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewSource(int64(i) + time.Now().UnixNano()))
+			src := newSource(i)
+			var tok fencing.Token
+			held := false
+			for w := 0; w < writes && time.Now().Before(deadline); {
+				if !held {
+					t2, err := src.Acquire(ctx)
+					switch {
+					case err == nil:
+						tok, held = t2, true
+						atomic.AddInt64(&acquired, 1)
+					case errors.Is(err, fencing.ErrNotAcquired):
+						if tok.IsZero() { // never held: nothing to write with yet
+							atomic.AddInt64(&noLock, 1)
+							time.Sleep(time.Duration(1+rnd.Intn(3)) * time.Millisecond)
+							continue
+						}
+					default:
+						mu.Lock()
+						unexpected = append(unexpected, "acquire: "+err.Error())
+						mu.Unlock()
+						return
+					}
+				}
+				if held && rnd.Intn(100) < 2 { // a pause past the TTL
+					atomic.AddInt64(&pauses, 1)
+					time.Sleep(ttl + time.Duration(50+rnd.Intn(100))*time.Millisecond)
+				}
+				w++
+				err := fencing.RunFenced(ctx, pool, tok, func(tx pgx.Tx) error {
+					var n int64
+					if err := tx.QueryRow(ctx, "UPDATE "+tbl+" SET balance = balance + 1 WHERE id = 'a' RETURNING balance").Scan(&n); err != nil {
+						return err
+					}
+					_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" VALUES ($1, $2::text::fencing.fence, $3)", n, tok.String(), i)
+					return err
+				})
+				var fo *fencing.FencedOutError
+				switch {
+				case err == nil:
+					atomic.AddInt64(&accepted, 1)
+					if held && rnd.Intn(100) < 5 {
+						src.Release(ctx)
+						held = false
+					}
+				case errors.As(err, &fo):
+					mu.Lock()
+					refused[fo.Reason]++
+					mu.Unlock()
+					held = false // lost: re-acquire (or write with the old token until then)
+				default:
+					mu.Lock()
+					unexpected = append(unexpected, err.Error())
+					mu.Unlock()
+				}
+				if !held {
+					time.Sleep(time.Duration(rnd.Intn(2)) * time.Millisecond)
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	var inLedger, staleAccepted int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+ledger).Scan(&inLedger); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT token, lag(token) OVER (ORDER BY n) AS prev FROM `+ledger+`) s
+		WHERE token OPERATOR(fencing.<) prev`).Scan(&staleAccepted); err != nil {
+		t.Fatal(err)
+	}
+	withToken := 0
+	conns := pool.AcquireAllIdle(ctx)
+	for _, c := range conns {
+		if tok, err := fencing.ConnToken(ctx, c); err != nil || tok != "" {
+			withToken++
+		}
+		c.Release()
+	}
+	var nRefused int64
+	for _, n := range refused {
+		nRefused += n
+	}
+	fmt.Printf("STORM: source %s, %d workers x %d writes in %.1fs: %d accepted, %d refused (stale_token %d, lease_expired %d, token_already_used %d, claim_taken_over %d), %d unexpected errors; %d grants, %d pauses past the TTL; %d stale writes accepted; %d of %d pooled connections with a token\n",
+		source, workers, writes, elapsed.Seconds(), accepted, nRefused, refused[fencing.StaleToken], refused[fencing.LeaseExpired],
+		refused[fencing.TokenAlreadyUsed], refused[fencing.ClaimTakenOver], len(unexpected), acquired, pauses, staleAccepted, withToken, len(conns))
+	if len(unexpected) > 0 {
+		t.Errorf("unexpected errors (%d), first: %s", len(unexpected), unexpected[0])
+	}
+	if time.Now().After(deadline) {
+		t.Errorf("the storm ran out of time (%.0fs)", elapsed.Seconds())
+	}
+	if accepted+nRefused != int64(workers*writes) {
+		t.Errorf("%d accepted + %d refused != %d writes", accepted, nRefused, workers*writes)
+	}
+	if staleAccepted != 0 {
+		t.Errorf("%d stale writes accepted", staleAccepted)
+	}
+	if inLedger != accepted {
+		t.Errorf("the ledger holds %d writes, the workers saw %d accepted", inLedger, accepted)
+	}
+	if bal, _ := row(t, pool, tbl); bal != accepted {
+		t.Errorf("balance %d, accepted %d", bal, accepted)
+	}
+	if withToken != 0 {
+		t.Errorf("%d pooled connections carry a token", withToken)
+	}
+	if accepted == 0 || nRefused == 0 || pauses == 0 {
+		t.Errorf("the storm tested nothing: %d accepted, %d refused, %d pauses", accepted, nRefused, pauses)
+	}
+}
