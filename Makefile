@@ -17,7 +17,7 @@ MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
 OBJS_CORE = src/module.o src/cluster.o src/extension.o src/fence.o src/advance.o src/errors.o
 
-OBJS_GUARD = src/guc.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
+OBJS_GUARD = src/guc.o src/statement.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
 	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
 
 # who may read keys and fences; dropping the extension with its storage;
@@ -52,7 +52,7 @@ REGRESS_CORE = fence_type fence_input advance
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
 	guard_paths guard_privileges guard_bypass guard_ddl \
 	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy guard_seed \
-	guard_trigger_owner guard_ddl_types token_source
+	guard_trigger_owner guard_ddl_types token_source guard_write_code
 
 REGRESS_STATS = stats stats_forget
 
@@ -60,7 +60,7 @@ REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_o
 
 REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
-REGRESS_LOCKSVC = lock_services
+REGRESS_LOCKSVC = lock_services sf001_reasons
 
 REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security
 

@@ -135,4 +135,19 @@ FencingHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup,
 #include "nodes/miscnodes.h"
 #endif
 
+/*
+ * 18 dropped ExecutorRun's execute_once argument (the executor no longer
+ * tells a portal run once from one run again); a hook takes and passes on
+ * the arguments of its release.
+ */
+#if PG_VERSION_NUM >= 180000
+#define FENCING_EXECUTOR_RUN_PARAMS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define FENCING_EXECUTOR_RUN_ARGS queryDesc, direction, count
+#else
+#define FENCING_EXECUTOR_RUN_PARAMS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, bool execute_once
+#define FENCING_EXECUTOR_RUN_ARGS queryDesc, direction, count, execute_once
+#endif
+
 #endif							/* FENCING_COMPAT_H */

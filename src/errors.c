@@ -17,6 +17,16 @@
 #include "fence.h"
 
 /*
+ * Put the reason of an SF001 (FENCING_REASON_*) into the error's constraint
+ * name field; used inside ereport() like errtable().
+ */
+int
+FencingErrReason(const char *reason)
+{
+	return err_generic_string(PG_DIAG_CONSTRAINT_NAME, reason);
+}
+
+/*
  * Raise SF001: token is not newer than fence.
  *
  * rel, when given, is reported in the error's table and schema fields;
@@ -38,6 +48,8 @@ FencingReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 	if (rel != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(equal ? FENCING_REASON_TOKEN_ALREADY_USED :
+								  FENCING_REASON_STALE_TOKEN),
 				 equal ?
 				 errmsg("fence token %s for table \"%s\" was already used",
 						token_s, RelationGetRelationName(rel)) :
@@ -56,6 +68,8 @@ FencingReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(equal ? FENCING_REASON_TOKEN_ALREADY_USED :
+								  FENCING_REASON_STALE_TOKEN),
 				 equal ?
 				 errmsg("fence token %s was already used", token_s) :
 				 errmsg("stale fence token %s", token_s),
@@ -81,6 +95,7 @@ FencingReportStaleTokenHidden(const Fence *token, Relation rel, const char *scop
 
 	ereport(ERROR,
 			(errcode(ERRCODE_STALE_FENCE_TOKEN),
+			 FencingErrReason(FENCING_REASON_STALE_TOKEN),
 			 errmsg("stale fence token %s for table \"%s\"",
 					token_s, RelationGetRelationName(rel)),
 			 scope_name ?

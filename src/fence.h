@@ -38,6 +38,17 @@ typedef struct Fence
 #define ERRCODE_IDEMPOTENCY_KEY_IN_PROGRESS MAKE_SQLSTATE('S','F','0','0','4')
 #define ERRCODE_FENCING_GUARD_ALTERED		MAKE_SQLSTATE('S','F','0','0','5')
 
+/*
+ * Why an SF001 was raised, for programs: the error's constraint name field
+ * (PG_DIAG_CONSTRAINT_NAME; psycopg's diag.constraint_name, pgx's
+ * ConstraintName, node-postgres' constraint) holds one of these, so that a
+ * client tells the four cases apart without reading message text.
+ */
+#define FENCING_REASON_STALE_TOKEN			"stale_token"	/* a newer token won */
+#define FENCING_REASON_TOKEN_ALREADY_USED	"token_already_used"	/* strict: used by another transaction */
+#define FENCING_REASON_LEASE_EXPIRED		"lease_expired" /* the lease ran out or was released */
+#define FENCING_REASON_CLAIM_TAKEN_OVER		"claim_taken_over"	/* an idempotency claim was lost */
+
 /* fence.c: the type's functions */
 extern int	FenceCmp(const Fence *a, const Fence *b);
 extern bool FencingParseFence(const char *str, Fence *result, bool *out_of_range);
@@ -45,6 +56,7 @@ extern char *FenceToCString(const Fence *f);
 extern Fence *FenceCopy(const Fence *f);
 
 /* errors.c: the errors of the SF class, in one voice */
+extern int	FencingErrReason(const char *reason);
 pg_noreturn extern void FencingReportStaleToken(const Fence *token, const Fence *fence,
 										 Relation rel, const char *scope_desc);
 pg_noreturn extern void FencingReportStaleTokenHidden(const Fence *token, Relation rel,

@@ -412,6 +412,7 @@ FollowRowFence(Relation rel, AttrNumber fence_attnum, Oid stats_relid,
 	if (!have_token)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(FENCING_REASON_STALE_TOKEN),
 				 errmsg("replicated UPDATE of table \"%s\" would remove a row's fence",
 						RelationGetRelationName(rel)),
 				 errdetail("The row has accepted fence token %s, and the replicated row version has none.",
@@ -555,6 +556,8 @@ fencing_guard(PG_FUNCTION_ARGS)
 	}
 	pending_move.state = MOVE_NONE;
 
+	/* the setting as the statement began (55P02 if its code changed it) */
+	setting = FencingTokenSetting();
 	if (FencingBypass)
 	{
 		FencingStatsCount(cfg->stats, FENCING_STAT_BYPASSED);
@@ -566,7 +569,6 @@ fencing_guard(PG_FUNCTION_ARGS)
 	}
 
 	/* the token: the setting, else the fence column, else none */
-	setting = FencingTokenSetting();
 	if (TRIGGER_FIRED_BY_INSERT(event))
 		have_column = GetFenceColumn(cfg, newtup, desc, &column);
 	else if (TRIGGER_FIRED_BY_UPDATE(event))

@@ -24,6 +24,18 @@
  * fence column of its rows instead.  All of it is checked at set time,
  * never per row.
  *
+ * The token is fixed for a writing statement.  While a statement that
+ * writes runs (statement.c tells us: FencingWriteBegin/End around its
+ * executor run and COPY FROM), nothing it evaluates may change either
+ * setting: a column DEFAULT, a domain or table CHECK, a generated column,
+ * a policy, an index expression, a trigger or rule, and any function,
+ * cast or operator they call all run inside that window, so one test at
+ * the only door a setting has (its check hook) covers every route at
+ * once.  A change made without the check hook (RESET ALL assigns reset
+ * values directly) is noticed by the assign hooks: the guard refuses the
+ * next row and the statement fails at its end, so no row is judged by,
+ * and no later statement inherits, a token the writer did not set.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -76,6 +88,14 @@ static TokenRefusal last_token_check = TOKEN_ACCEPTED;
 static bool registering = false;
 
 static void ForgetDroppedToken(void);
+
+/*
+ * Writing statements running in this backend (nested: a trigger's own
+ * statements count again), and whether a setting was assigned another
+ * value without its check hook while one ran.
+ */
+static int	write_depth = 0;
+static bool changed_in_write = false;
 
 /*
  * Where a value from source comes from, for messages; NULL when it is
@@ -133,6 +153,25 @@ HintForSource(const char *name, GucSource source)
 	}
 }
 
+/*
+ * Refuse (55P02) a new value of parameter name while a writing statement
+ * runs; for check hooks.
+ */
+static bool
+RefuseChangeInWrite(const char *name)
+{
+	last_token_check = TOKEN_WRONG_SOURCE;
+	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+	GUC_check_errmsg("parameter \"%s\" cannot be changed while a statement writes", name);
+	GUC_check_errdetail("A write is judged by the token in force when its statement began; code that the statement runs (a default, a check, a policy, a trigger, or a function any of them calls) cannot change it.");
+	if (strcmp(name, "fencing.token") == 0)
+		GUC_check_errhint("Set fencing.token in the writing session before the statement, with SET LOCAL, set_config() or fencing.set_token() as a statement of its own.");
+	else
+		GUC_check_errhint("Set %s in the writing session before the statement, with SET LOCAL as a statement of its own.",
+						  name);
+	return false;
+}
+
 /* How deep in triggers this backend runs, as pg_trigger_depth() says. */
 static int
 TriggerDepth(void)
@@ -157,6 +196,8 @@ CheckFencingToken(char **newval, void **extra, GucSource source)
 
 	if (*newval == NULL || (*newval)[0] == '\0')
 	{
+		if (write_depth > 0 && fencing_token_value != NULL)
+			return RefuseChangeInWrite("fencing.token");
 		*extra = NULL;
 		last_token_check = TOKEN_ACCEPTED;
 		return true;
@@ -204,6 +245,9 @@ CheckFencingToken(char **newval, void **extra, GucSource source)
 		GUC_check_errmsg("out of memory");
 		return false;
 	}
+	if (write_depth > 0 &&
+		(fencing_token_value == NULL || FenceCmp(fencing_token_value, &parsed) != 0))
+		return RefuseChangeInWrite("fencing.token");
 	*result = parsed;
 	*extra = result;
 	last_token_check = TOKEN_ACCEPTED;
@@ -217,6 +261,8 @@ CheckFencingBypass(bool *newval, void **extra pg_attribute_unused(),
 {
 	const char *foreign;
 
+	if (write_depth > 0 && *newval != FencingBypass)
+		return RefuseChangeInWrite("fencing.bypass");
 	if (!*newval)
 		return true;
 	foreign = ForeignSource(source);
@@ -233,8 +279,61 @@ CheckFencingBypass(bool *newval, void **extra pg_attribute_unused(),
 static void
 AssignFencingToken(const char *newval pg_attribute_unused(), void *extra)
 {
-	fencing_token_value = (Fence *) extra;
+	Fence	   *next = (Fence *) extra;
+
+	if (write_depth > 0 &&
+		((next == NULL) != (fencing_token_value == NULL) ||
+		 (next != NULL && FenceCmp(next, fencing_token_value) != 0)))
+		changed_in_write = true;
+	fencing_token_value = next;
 	ForgetDroppedToken();
+}
+
+/* Assign hook for fencing.bypass: notice a change during a write. */
+static void
+AssignFencingBypass(bool newval, void *extra pg_attribute_unused())
+{
+	if (write_depth > 0 && newval != FencingBypass)
+		changed_in_write = true;
+}
+
+/* Raise 55P02: a setting changed without its check hook during a write. */
+static void
+ReportChangedInWrite(void)
+{
+	changed_in_write = false;
+	ereport(ERROR,
+			(errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM),
+			 errmsg("fencing.token or fencing.bypass was changed while a statement wrote"),
+			 errdetail("A write is judged by the token in force when its statement began; code that the statement ran changed it (RESET ALL, say)."),
+			 errhint("Set fencing.token in the writing session before the statement, and call only code you trust from a writing statement.")));
+}
+
+/*
+ * A writing statement begins: until the matching FencingWriteEnd(), no
+ * setting of the guard may change.  Called by statement.c around the
+ * executor's run of every statement that writes, and around COPY FROM.
+ */
+void
+FencingWriteBegin(void)
+{
+	if (write_depth == 0)
+		changed_in_write = false;
+	write_depth++;
+}
+
+/*
+ * A writing statement ends.  completed is false when it is left by an
+ * error (nothing to check then); otherwise a change that slipped past the
+ * check hooks fails the statement.
+ */
+void
+FencingWriteEnd(bool completed)
+{
+	Assert(write_depth > 0);
+	write_depth--;
+	if (completed && changed_in_write)
+		ReportChangedInWrite();
 }
 
 /* Forget a dropped placeholder value: the setting was assigned since. */
@@ -255,6 +354,8 @@ ForgetDroppedToken(void)
 const Fence *
 FencingTokenSetting(void)
 {
+	if (unlikely(changed_in_write))
+		ReportChangedInWrite();
 	if (unlikely(dropped_token != NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
@@ -294,7 +395,7 @@ FencingGucInit(void)
 							 PGC_SUSET,
 							 0,
 							 CheckFencingBypass,
-							 NULL,
+							 AssignFencingBypass,
 							 NULL);
 	registering = false;
 

@@ -883,6 +883,7 @@ ReportLostClaim(text *key, const Fence *token, const IdemLostClaim *lost)
 								   AccessShareLock, true);
 	ereport(ERROR,
 			(errcode(ERRCODE_STALE_FENCE_TOKEN),
+			 FencingErrReason(FENCING_REASON_CLAIM_TAKEN_OVER),
 			 errmsg("stale fence token %s for idempotency key \"%s\"",
 					token_s, key_s),
 			 errdetail_internal("%s", detail),

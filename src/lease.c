@@ -489,6 +489,7 @@ FencingReportLeaseLost(const char *lease, const Fence *token, Relation rel)
 	if (!lease_cache.granted)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(FENCING_REASON_LEASE_EXPIRED),
 				 errmsg("fence token %s does not hold lease \"%s\" of table \"%s\"",
 						token_s, lease, RelationGetRelationName(rel)),
 				 errdetail("Lease \"%s\" has never been granted.", lease),
@@ -497,6 +498,7 @@ FencingReportLeaseLost(const char *lease, const Fence *token, Relation rel)
 	else if (FenceCmp(&lease_cache.token, token) < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(FENCING_REASON_LEASE_EXPIRED),
 				 errmsg("fence token %s does not hold lease \"%s\" of table \"%s\"",
 						token_s, lease, RelationGetRelationName(rel)),
 				 show_token ?
@@ -509,6 +511,7 @@ FencingReportLeaseLost(const char *lease, const Fence *token, Relation rel)
 	else if (FenceCmp(&lease_cache.token, token) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(FENCING_REASON_LEASE_EXPIRED),
 				 errmsg("lease \"%s\" of table \"%s\" expired: fence token %s is no longer valid",
 						lease, RelationGetRelationName(rel), token_s),
 				 errdetail("Lease \"%s\" with token %s ran out or was released at %s.",
@@ -518,6 +521,7 @@ FencingReportLeaseLost(const char *lease, const Fence *token, Relation rel)
 	else if (show_token)
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(FENCING_REASON_STALE_TOKEN),
 				 errmsg("lease \"%s\" of table \"%s\" has moved on: fence token %s is no longer valid",
 						lease, RelationGetRelationName(rel), token_s),
 				 live ?
@@ -532,6 +536,7 @@ FencingReportLeaseLost(const char *lease, const Fence *token, Relation rel)
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(FENCING_REASON_STALE_TOKEN),
 				 errmsg("lease \"%s\" of table \"%s\" has moved on: fence token %s is no longer valid",
 						lease, RelationGetRelationName(rel), token_s),
 				 live ?

@@ -18,6 +18,7 @@
 #include "citus.h"
 #include "scopes.h"
 #include "settings.h"
+#include "statement.h"
 #include "stats.h"
 
 #ifdef PG_MODULE_MAGIC_EXT
@@ -35,6 +36,9 @@ _PG_init(void)
 	/* settings and caches of the guard */
 	FencingGucInit();
 	FencingScopesInit();
+
+	/* no writing statement changes the token it is judged by */
+	FencingStatementInit();
 
 	/* Citus, behind the interface of cluster.h */
 	FencingCitusInit();

@@ -176,6 +176,7 @@ fencing_local_state(PG_FUNCTION_ARGS)
 	if (TRIGGER_FIRED_BY_TRUNCATE(event))
 		ereport(ERROR,
 				(errcode(ERRCODE_STALE_FENCE_TOKEN),
+				 FencingErrReason(FENCING_REASON_STALE_TOKEN),
 				 errmsg("replicated TRUNCATE of table \"%s\" is refused",
 						RelationGetRelationName(rel)),
 				 errdetail("Table \"%s\" keeps this server's own protections, scopes, fences or epochs, which the TRUNCATE would remove: a fence is never lowered.",
