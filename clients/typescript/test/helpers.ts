@@ -5,6 +5,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import * as path from 'node:path';
 import { Pool, PoolConfig } from 'pg';
+import { runFenced, Token } from '@fencing/client';
 
 /** The servers, as test/suites/client_typescript.sh exports them. */
 export const env = {
@@ -123,3 +124,56 @@ export function serverGivesReasons(pool: Pool): Promise<boolean> {
   return reasons;
 }
 export const NO_REASONS = 'the server gives no SF001 reason (err.constraint): every SF001 is a StaleTokenError there';
+
+/** A timeline of a scenario, printed as the test's diagnostics. */
+export class Timeline {
+  private readonly t0 = Date.now();
+  readonly lines: string[] = [];
+  event(who: string, what: string): void {
+    this.lines.push(`[${((Date.now() - this.t0) / 1000).toFixed(3)}s] ${who.padEnd(8)} ${what}`);
+  }
+  print(tc: { diagnostic(s: string): void }): void {
+    for (const l of this.lines) tc.diagnostic(l);
+  }
+}
+
+/**
+ * The scenario every token source must pass: worker A takes the lock and
+ * writes; A is frozen (SIGSTOP) while it holds the lock; B takes the lock
+ * (which it can only once A's has run out) and writes; A, thawed, writes
+ * with its old token and gets StaleTokenError.  Returns A's and B's tokens.
+ */
+export async function frozenHolderScenario(
+  tc: { diagnostic(s: string): void },
+  pool: Pool,
+  table: string,
+  what: string,
+  workerConfig: Record<string, unknown>,
+  takeOver: () => Promise<Token>,
+): Promise<{ a: Token; b: Token; reply: string }> {
+  const tl = new Timeline();
+  const worker = new Worker(workerConfig);
+  try {
+    const got = await worker.call('acquire');
+    tl.event('worker A', `${what} -> ${got}`);
+    if (!got.startsWith('locked ')) throw new Error(`A did not get the lock: ${got}`);
+    const a = Token.parse(got.slice(7));
+    const w1 = await worker.call(`write ${table} r`);
+    tl.event('worker A', `UPDATE ${table}, token ${a} -> ${w1}`);
+    if (w1 !== 'ok') throw new Error(`A's first write: ${w1}`);
+    worker.freeze();
+    tl.event('test', 'kill -STOP worker A: frozen, holding the lock as far as it knows');
+    const b = await takeOver();
+    tl.event('B', `${what} -> locked ${b} (A's lock ran out)`);
+    await runFenced(pool, b, (c) => c.query(`UPDATE ${table} SET n = n + 1 WHERE id = 'r'`));
+    tl.event('B', `UPDATE ${table}, token ${b} -> COMMIT`);
+    worker.thaw();
+    tl.event('test', 'kill -CONT worker A');
+    const reply = await worker.call(`write ${table} r`);
+    tl.event('worker A', `UPDATE ${table}, token ${a} -> ${reply.split(' ').slice(0, 3).join(' ')}`);
+    return { a, b, reply };
+  } finally {
+    tl.print(tc);
+    await worker.stop();
+  }
+}
