@@ -63,17 +63,19 @@ mkdir -p "$WORK"
 cp -a "$SRC/package.json" "$SRC/package-lock.json" "$SRC"/tsconfig*.json "$SRC/README.md" \
     "$SRC/src" "$SRC/test" "$SRC/examples" "$SRC/bench" "$WORK/"
 lock_sum=$( (node -v; cat "$SRC/package-lock.json") | sha256sum | cut -c1-16)
-MODULES=$CACHE/node_modules-$lock_sum
+# $CACHE/<hash>/node_modules: a directory named node_modules, where the
+# packages find each other once node has resolved the symbolic link
+MODULES=$CACHE/$lock_sum/node_modules
 mkdir -p "$CACHE"
 (
     flock 9
     [ -f "$MODULES/.complete" ] && exit 0
     fencing_log "npm ci for clients/typescript into $MODULES"
-    rm -rf "$MODULES.tmp" && mkdir -p "$MODULES.tmp" &&
-        cp "$SRC/package.json" "$SRC/package-lock.json" "$MODULES.tmp/" &&
-        (cd "$MODULES.tmp" && npm ci --no-audit --no-fund --loglevel=error --cache "$CACHE/npm") >&2 &&
-        touch "$MODULES.tmp/node_modules/.complete" &&
-        rm -rf "$MODULES" && mv "$MODULES.tmp/node_modules" "$MODULES" && rm -rf "$MODULES.tmp"
+    tmp=$CACHE/$lock_sum.tmp
+    rm -rf "$tmp" "$CACHE/$lock_sum" && mkdir -p "$tmp" &&
+        cp "$SRC/package.json" "$SRC/package-lock.json" "$tmp/" &&
+        (cd "$tmp" && npm ci --no-audit --no-fund --loglevel=error --cache "$CACHE/npm") >&2 &&
+        touch "$tmp/node_modules/.complete" && mv "$tmp" "$CACHE/$lock_sum"
 ) 9>"$CACHE/npm.lock"
 if [ ! -f "$MODULES/.complete" ]; then
     not_ok "npm ci (clients/typescript/package-lock.json)"
@@ -163,8 +165,8 @@ check "the README's first example is examples/quickstart.ts, verbatim" \
     test "$readme_example" = "$(cat "$SRC/examples/quickstart.ts")"
 qs1=$(cd "$WORK" && PGDATABASE=${DB}_quickstart node build/examples/quickstart.js 2>&1)
 qs2=$(cd "$WORK" && PGDATABASE=${DB}_quickstart node build/examples/quickstart.js 2>&1)
-echo "# quickstart, first run:  $qs1"
-echo "# quickstart, second run: $qs2"
+sed 's/^/# quickstart, first run:  /' <<<"$qs1"
+sed 's/^/# quickstart, second run: /' <<<"$qs2"
 t1=$(sed -n 's/^invoice inv-1 paid with token \([0-9]*:[0-9]*\)$/\1/p' <<<"$qs1")
 t2=$(sed -n 's/^invoice inv-1 paid with token \([0-9]*:[0-9]*\)$/\1/p' <<<"$qs2")
 row=$("${PSQL[@]}" -d "${DB}_quickstart" -c "SELECT status || ' ' || fence::text FROM invoices WHERE id = 'inv-1'" 2>&1)
