@@ -111,6 +111,8 @@ export async function withRetry<T>(retry: FencedOptions['retry'], attempt: () =>
     } catch (e) {
       const code = (e as { code?: string }).code;
       if (e instanceof FencingError || n >= plan.attempts || !code || !RETRYABLE.has(code)) throw e;
+      // a connection that may still be in a transaction is not used again
+      if ((e as { [BROKEN]?: boolean })[BROKEN]) throw e;
       const cap = Math.min(plan.maxDelayMs, plan.baseDelayMs * 2 ** (n - 1));
       await new Promise((r) => setTimeout(r, cap / 2 + Math.random() * (cap / 2)));
     }

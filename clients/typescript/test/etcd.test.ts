@@ -40,7 +40,7 @@ test('etcd: a frozen holder past its lease TTL is fenced off (StaleTokenError)',
   const key = unique('locks/e');
   const table = await protectedTable(pool, 'ts_etcd');
   const b = new EtcdTokenSource(etcd, { key, ttlSeconds: 5, db: pool, retryDelayMs: 50 });
-  const r = await frozenHolderScenario(tc, pool, table, `lock ${key} (lease TTL 2 s)`,
+  const r = await frozenHolderScenario(tc, pool, table, `lock ${key} (A's lease TTL 2 s)`,
     { kind: 'etcd', name: key, ttlSeconds: 2, etcd: env.etcd }, () => b.acquire());
   assert.match(r.reply, /^error StaleTokenError stale_token /);
   await b.release();

@@ -37,7 +37,7 @@ test('lease: a frozen holder past its TTL is fenced off (StaleTokenError) once a
   const name = unique('lease');
   const table = await protectedTable(pool, 'ts_lease');
   const b = new LeaseTokenSource(pool, { name, ttlMs: 5000, acquireTimeoutMs: 30000, retryDelayMs: 20 });
-  const r = await frozenHolderScenario(tc, pool, table, `lease_acquire(${name}, ttl 500 ms)`,
+  const r = await frozenHolderScenario(tc, pool, table, `lease_acquire(${name}) (A's ttl 500 ms)`,
     { kind: 'lease', name, ttlMs: 500 }, () => b.acquire());
   assert.match(r.reply, /^error StaleTokenError stale_token /);
   await b.release();

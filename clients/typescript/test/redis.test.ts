@@ -48,7 +48,7 @@ test('redis: a frozen holder past its TTL is fenced off (StaleTokenError)', asyn
   const name = unique('r');
   const table = await protectedTable(pool, 'ts_redis');
   const b = new RedisTokenSource(redis, { name, ttlMs: 5000, db: pool, retryDelayMs: 20 });
-  const r = await frozenHolderScenario(tc, pool, table, `SET lock:${name} NX PX 500 + INCR`,
+  const r = await frozenHolderScenario(tc, pool, table, `SET lock:${name} NX PX ttl + INCR (A's ttl 500 ms)`,
     { kind: 'redis', name, ttlMs: 500, redisPort: env.redisPort }, () => b.acquire());
   assert.match(r.reply, /^error StaleTokenError stale_token /);
   await b.release();

@@ -32,7 +32,7 @@ test('zookeeper: a frozen holder past its session timeout is fenced off (StaleTo
   const path = `/locks/${unique('z')}`;
   const table = await protectedTable(pool, 'ts_zk');
   const b = new ZooKeeperTokenSource(zk, { path, db: pool, acquireTimeoutMs: 60000 });
-  const r = await frozenHolderScenario(tc, pool, table, `lock ${path} (session timeout 2 s)`,
+  const r = await frozenHolderScenario(tc, pool, table, `lock ${path} (A's session timeout 2 s)`,
     { kind: 'zookeeper', name: path, sessionTimeoutMs: 2000, zk: env.zk }, () => b.acquire());
   assert.match(r.reply, /^error StaleTokenError stale_token /);
   await b.release();
