@@ -2,6 +2,8 @@
 
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import {
   Token, StaticTokenSource, classifyError, FencedOutError, StaleTokenError, TokenAlreadyUsedError,
   LeaseExpiredError, ClaimTakenOverError, TokenRequiredError, InProgressError, IdempotencyKeyReusedError,
@@ -49,4 +51,14 @@ test('SF001 is classified by its reason (err.constraint), stale_token when absen
   assert.ok(classifyError(Object.assign(new Error('m'), { code: 'SF004' })) instanceof InProgressError);
   const plain = Object.assign(new Error('m'), { code: '40001' });
   assert.equal(classifyError(plain), plain);
+});
+
+test('the package loads from ESM too (named imports of every entry point)', () => {
+  const code = "import { runFenced, Token } from '@fencing/client';" +
+    "import { EtcdTokenSource } from '@fencing/client/etcd';" +
+    "import { ZooKeeperTokenSource } from '@fencing/client/zookeeper';" +
+    "import { RedisTokenSource } from '@fencing/client/redis';" +
+    "console.log([runFenced, EtcdTokenSource, ZooKeeperTokenSource, RedisTokenSource].map((f) => typeof f).join(' '), String(Token.parse('1:2')));";
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', code], { cwd: join(__dirname, '..'), encoding: 'utf8' });
+  assert.equal(out.trim(), 'function function function function 1:2');
 });
