@@ -195,5 +195,7 @@ fi
 
 # ---- nothing left behind ------------------------------------------------------
 locksvc_stop_all
+"${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" \
+    -c "DROP DATABASE IF EXISTS ${DB}_quickstart WITH (FORCE)"
 left=$(locksvc_leftovers)
 check "every server and worker of the run has stopped${left:+: $left}" test -z "$left"

