@@ -1,0 +1,179 @@
+// Shared by the tests: the servers (from the environment the suite sets),
+// worker processes, polling for a state.
+
+import { ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import * as path from 'node:path';
+import { Pool, PoolConfig } from 'pg';
+import { runFenced, Token } from '@fencing/client';
+
+/** The servers, as test/suites/client_typescript.sh exports them. */
+export const env = {
+  etcd: process.env.FENCING_TS_ETCD,
+  zk: process.env.FENCING_TS_ZK,
+  redisPort: process.env.FENCING_TS_REDIS_PORT ? Number(process.env.FENCING_TS_REDIS_PORT) : undefined,
+  pgbouncerPort: process.env.FENCING_TS_PGBOUNCER_PORT ? Number(process.env.FENCING_TS_PGBOUNCER_PORT) : undefined,
+};
+
+/** A pool on the test database (PGHOST, PGPORT, PGUSER, PGDATABASE). */
+export function newPool(config: PoolConfig = {}): Pool {
+  return new Pool({ max: 4, ...config });
+}
+
+/** A name unique to this process, for tables, keys and locks. */
+export function unique(prefix: string): string {
+  return `${prefix}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** Polls cond() every 20 ms until it is true; an error after timeoutMs. */
+export async function waitFor(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 20000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A table protected in row scope (strict) with one row, id 'r'. */
+export async function protectedTable(pool: Pool, prefix: string, protectArgs = ''): Promise<string> {
+  const t = unique(prefix);
+  await pool.query(`CREATE TABLE ${t} (id text PRIMARY KEY, n int NOT NULL DEFAULT 0, fence fencing.fence)`);
+  await pool.query(`INSERT INTO ${t} (id) VALUES ('r')`);
+  await pool.query(`SELECT fencing.protect('${t}'${protectArgs})`);
+  return t;
+}
+
+/**
+ * A worker: build/test/worker.js in a process of its own, taking a lock
+ * from a token source and writing with its token on command (one line in,
+ * one line out).
+ */
+export class Worker {
+  readonly proc: ChildProcess;
+  private readonly replies: string[] = [];
+  private readonly waiting: ((line: string | null) => void)[] = [];
+  private ended = false;
+  stderr = '';
+
+  constructor(config: Record<string, unknown>) {
+    this.proc = spawn(process.execPath, [path.join(__dirname, 'worker.js'), JSON.stringify(config)], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: process.env,
+    });
+    createInterface({ input: this.proc.stdout! }).on('line', (line) => {
+      const w = this.waiting.shift();
+      if (w) w(line); else this.replies.push(line);
+    });
+    this.proc.stderr!.on('data', (d) => { this.stderr += d; });
+    this.proc.on('exit', () => {
+      this.ended = true;
+      for (const w of this.waiting.splice(0)) w(null);
+    });
+  }
+
+  /** Sends a command, resolves with the worker's answer. */
+  call(line: string, timeoutMs = 60000): Promise<string> {
+    this.proc.stdin!.write(line + '\n');
+    return this.next(timeoutMs);
+  }
+
+  private next(timeoutMs: number): Promise<string> {
+    const r = this.replies.shift();
+    if (r !== undefined) return Promise.resolve(r);
+    if (this.ended) return Promise.reject(new Error(`worker ended: ${this.stderr}`));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`worker said nothing in ${timeoutMs} ms: ${this.stderr}`)), timeoutMs);
+      this.waiting.push((line) => {
+        clearTimeout(timer);
+        if (line === null) reject(new Error(`worker ended: ${this.stderr}`)); else resolve(line);
+      });
+    });
+  }
+
+  /** SIGSTOP: frozen, holding its lock as far as it knows. */
+  freeze(): void {
+    this.proc.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.proc.kill('SIGCONT');
+  }
+
+  async stop(): Promise<void> {
+    if (this.ended) return;
+    this.proc.kill('SIGCONT');
+    const gone = new Promise((r) => this.proc.once('exit', r));
+    this.proc.stdin!.end('quit\n');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 5000);
+    await gone;
+    clearTimeout(timer);
+  }
+}
+
+let reasons: Promise<boolean> | undefined;
+/**
+ * Does the server name SF001's reason (err.constraint)?  Probed once: a
+ * stale advance().  A server before the
+ * reasons gives none, and every SF001 is then a StaleTokenError.
+ */
+export function serverGivesReasons(pool: Pool): Promise<boolean> {
+  reasons ??= pool.query("SELECT fencing.advance('0:2', '0:1')").then(
+    () => false,
+    (err) => typeof err?.constraint === 'string' && err.constraint.length > 0,
+  );
+  return reasons;
+}
+export const NO_REASONS = 'the server gives no SF001 reason (err.constraint): every SF001 is a StaleTokenError there';
+
+/** A timeline of a scenario, printed as the test's diagnostics. */
+export class Timeline {
+  private readonly t0 = Date.now();
+  readonly lines: string[] = [];
+  event(who: string, what: string): void {
+    this.lines.push(`[${((Date.now() - this.t0) / 1000).toFixed(3)}s] ${who.padEnd(8)} ${what}`);
+  }
+  print(tc: { diagnostic(s: string): void }): void {
+    for (const l of this.lines) tc.diagnostic(l);
+  }
+}
+
+/**
+ * The scenario every token source must pass: worker A takes the lock and
+ * writes; A is frozen (SIGSTOP) while it holds the lock; B takes the lock
+ * (which it can only once A's has run out) and writes; A, thawed, writes
+ * with its old token and gets StaleTokenError.  Returns A's and B's tokens.
+ */
+export async function frozenHolderScenario(
+  tc: { diagnostic(s: string): void },
+  pool: Pool,
+  table: string,
+  what: string,
+  workerConfig: Record<string, unknown>,
+  takeOver: () => Promise<Token>,
+): Promise<{ a: Token; b: Token; reply: string }> {
+  const tl = new Timeline();
+  const worker = new Worker(workerConfig);
+  try {
+    const got = await worker.call('acquire');
+    tl.event('worker A', `${what} -> ${got}`);
+    if (!got.startsWith('locked ')) throw new Error(`A did not get the lock: ${got}`);
+    const a = Token.parse(got.slice(7));
+    const w1 = await worker.call(`write ${table} r`);
+    tl.event('worker A', `UPDATE ${table}, token ${a} -> ${w1}`);
+    if (w1 !== 'ok') throw new Error(`A's first write: ${w1}`);
+    worker.freeze();
+    tl.event('test', 'kill -STOP worker A: frozen, holding the lock as far as it knows');
+    const b = await takeOver();
+    tl.event('B', `${what} -> locked ${b} (A's lock ran out)`);
+    await runFenced(pool, b, (c) => c.query(`UPDATE ${table} SET n = n + 1 WHERE id = 'r'`));
+    tl.event('B', `UPDATE ${table}, token ${b} -> COMMIT`);
+    worker.thaw();
+    tl.event('test', 'kill -CONT worker A');
+    const reply = await worker.call(`write ${table} r`);
+    tl.event('worker A', `UPDATE ${table}, token ${a} -> ${reply.split(' ').slice(0, 3).join(' ')}`);
+    return { a, b, reply };
+  } finally {
+    tl.print(tc);
+    await worker.stop();
+  }
+}
