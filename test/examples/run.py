@@ -313,7 +313,8 @@ class Runner:
         os.makedirs(src, exist_ok=True)
         open(os.path.join(src, 'main.go'), 'w').write(b.text)
         env = dict(os.environ, GO111MODULE='off', GOPATH=f'{gopath}:/usr/share/gocode',
-                   GOCACHE=os.path.join(self.cache, 'gocache'), GOFLAGS='')
+                   GOCACHE=os.environ.get('GOCACHE') or os.path.join(self.cache, 'gocache'),
+                   GOFLAGS='')
         r = subprocess.run(['go', 'build', '-o', exe + '.tmp', f'example{h}'],
                            capture_output=True, text=True, env=env, timeout=300)
         if r.returncode != 0:

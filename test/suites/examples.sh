@@ -60,6 +60,8 @@ export ETCDCTL_API=3 ETCDCTL_ENDPOINTS=$LOCKSVC_ETCD
 export ETCD_HOST=127.0.0.1 ETCD_PORT=${LOCKSVC_ETCD##*:}
 export ZK_HOSTS=$LOCKSVC_ZK
 export NODE_PATH=$LOCKSVC_NODE_MODULES
+# Go builds share the compiled packages (pgx) of the locksvc suite's builds
+export GOCACHE=$LOCKSVC_CACHE/gocache
 # the server's psql first, then Debian's python3 (with the packages above)
 export PATH=$FENCING_BINDIR:/usr/bin:/bin:$PATH
 
