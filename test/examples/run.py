@@ -343,11 +343,6 @@ class Runner:
         pagedir = os.path.join(self.work, slug)
         shutil.rmtree(pagedir, ignore_errors=True)
         os.makedirs(pagedir)
-        r = self.admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)')
-        r2 = self.admin(f'CREATE DATABASE {db}') if r.returncode == 0 else r
-        if r2.returncode != 0:
-            self.tap(False, f'{page}: a fresh database', [r.stderr, r2.stderr])
-            return
         todo = []
         for b in blocks:
             if b.lang in OUTPUT_LANGS:
@@ -357,6 +352,13 @@ class Runner:
                 self.comment(f'skip {b.page}:{b.line} {b.lang}: {b.skip}')
             else:
                 todo.append(b)
+        if not todo:
+            return
+        r = self.admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)')
+        r2 = self.admin(f'CREATE DATABASE {db}') if r.returncode == 0 else r
+        if r2.returncode != 0:
+            self.tap(False, f'{page}: a fresh database', [r.stderr, r2.stderr])
+            return
         results = {}
         for npass in (1, 2):
             for b in todo:
@@ -370,16 +372,22 @@ class Runner:
                 t = time.monotonic()
                 ok, did, diag = self.run_block(b, pagedir, db)
                 results.setdefault(b, []).append((ok, f'{did} in {time.monotonic() - t:.1f} s', diag))
+        page_ok = True
         for b in todo:
             res = results[b]
             self.ran += 1
             ok = all(r[0] for r in res)
+            page_ok = page_ok and ok
             diag = []
             for npass, (rok, did, d) in enumerate(res, 1):
                 diag.append(f'pass {npass}: {"as expected" if rok else "NOT as expected"}: {did}')
                 if not rok:
                     diag.extend(d)
             self.tap(ok, b.name, diag)
+        if page_ok:     # a failed page's database stays, for a look
+            self.admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)')
+        else:
+            self.comment(f'{page}: its database {db} and directory {pagedir} are kept')
 
 
 def main():
