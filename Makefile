@@ -18,7 +18,7 @@ MODULE_big = fencing
 OBJS_CORE = src/module.o src/cluster.o src/extension.o src/fence.o src/advance.o src/errors.o
 
 OBJS_GUARD = src/guc.o src/statement.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
-	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o
+	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o src/trigger_code.o
 
 # who may read keys and fences; dropping the extension with its storage;
 # the extension's own tables under logical replication
@@ -44,7 +44,7 @@ EXTVERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'.*/\1/p" $(dir $(la
 PG_CPPFLAGS += -DFENCING_LIBRARY_VERSION='"$(EXTVERSION)"'
 
 # 1.0 is released and frozen: every SQL change ships in an update script
-DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql
+DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql sql/fencing--1.2--1.3.sql
 
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
@@ -52,7 +52,7 @@ REGRESS_CORE = fence_type fence_input advance
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
 	guard_paths guard_privileges guard_bypass guard_ddl \
 	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy guard_seed \
-	guard_trigger_owner guard_ddl_types token_source guard_write_code
+	guard_trigger_owner guard_ddl_types token_source guard_write_code guard_trigger_code_later
 
 REGRESS_STATS = stats stats_forget
 
@@ -62,10 +62,10 @@ REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
 
 REGRESS_LOCKSVC = lock_services sf001_reasons
 
-REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security
+REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security update_to_1_3_recheck
 
 # who may read keys, who may pin the extension
-REGRESS_ROLES = scope_visibility scope_pinning scope_health
+REGRESS_ROLES = scope_visibility scope_pinning scope_health scope_row_security
 
 REGRESS = $(REGRESS_CORE) $(REGRESS_GUARD) $(REGRESS_STATS) $(REGRESS_IDEM) $(REGRESS_LEASE) \
 	$(REGRESS_LOCKSVC) $(REGRESS_UPDATE) $(REGRESS_ROLES)
@@ -77,7 +77,7 @@ ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
 ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race detach_rr \
 	ddl_guard_race ddl_guard_locks seed_protect_race seed_attach_race scope_lifecycle_rr \
-	trigger_owner_race
+	trigger_owner_race checks_before_locks
 
 ISOLATION_IDEM = idem_begin_race idem_resume_race idem_spi_race idem_owner_race idem_claim_race idem_claim_spi_race idem_owner_handover
 

@@ -216,6 +216,27 @@ INSERT INTO wc.plain VALUES (2, wc.pay_with('0:9'));
 ROLLBACK;
 
 RESET ROLE;
+
+-- checks before locks: protect() and unprotect() by a role that does not
+-- own the table fail before they lock it (isolation checks_before_locks
+-- shows that nobody waits), also when called with a bare OID
+SELECT set_config('fencing_wc.oid', 'wc.plain'::regclass::oid::text, false) IS NOT NULL AS remembered;
+SET client_min_messages = notice;
+SET ROLE fencing_wc_mallory;
+DO $$
+BEGIN
+    PERFORM fencing.protect(current_setting('fencing_wc.oid')::oid::regclass);
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE '%: %', SQLSTATE, SQLERRM;
+END $$;
+DO $$
+BEGIN
+    PERFORM fencing.unprotect(current_setting('fencing_wc.oid')::oid::regclass);
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE '%: %', SQLSTATE, SQLERRM;
+END $$;
+RESET ROLE;
+SET client_min_messages = warning;
 DROP SCHEMA wc CASCADE;
 DROP SCHEMA wc_types CASCADE;
 DROP ROLE fencing_wc_alice, fencing_wc_mallory, fencing_wc_bob;

@@ -27,6 +27,14 @@
 #define FencingOwnsRelation(relid, roleid) pg_class_ownercheck((relid), (roleid))
 #endif
 
+/* ... and pg_extension_ownercheck() likewise */
+#if PG_VERSION_NUM >= 160000
+#define FencingOwnsExtension(extoid, roleid) \
+	object_ownercheck(ExtensionRelationId, (extoid), (roleid))
+#else
+#define FencingOwnsExtension(extoid, roleid) pg_extension_ownercheck((extoid), (roleid))
+#endif
+
 /*
  * 16 moved the settings' memory into a memory context of its own: the
  * "extra" that a check hook hands back is freed with guc_free() (a pfree()

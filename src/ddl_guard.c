@@ -123,6 +123,7 @@
 #include "protection.h"
 #include "scope_storage.h"
 #include "stats.h"
+#include "trigger_code.h"
 
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_start);
 PG_FUNCTION_INFO_V1(fencing_ddl_guard_end);
@@ -533,93 +534,7 @@ CheckTriggerState(Oid relid, Protection *p)
 									"guard" : "guard_truncate"));
 }
 
-/*
- * Only the owner adds code to a protected table's writes.  A trigger has
- * no owner in pg_trigger, but the functions it runs do, and the owner of a
- * function can change its code at any time (CREATE OR REPLACE FUNCTION).
- * So the code of every trigger on a protected table, a partition or an
- * inheritance child of one -- its function, and the functions its WHEN
- * clause calls, directly or as an operator -- must belong to a role
- * trusted with the table: a superuser, or a member of the owner of the
- * table the trigger is on or of the protected table (a partition may have
- * an owner of its own; triggers cloned from the protected table are its
- * owner's).  Functions those functions call are their owners' choice.
- * Checked when a trigger is created on a protected table, when protect()
- * runs, when a table joins a protected tree and when a function that such
- * a trigger runs is given to another owner; role memberships changed
- * later (REVOKE, REASSIGN OWNED, which fire no event trigger) are not seen.
- */
-
-/* May role own the code of triggers on member, protected under root? */
-static bool
-CodeOwnerTrusted(Oid role, Oid member, Oid root)
-{
-	if (superuser_arg(role))
-		return true;
-	if (has_privs_of_role(role, FencingRelOwner(member)))
-		return true;
-	return OidIsValid(root) && root != member &&
-		has_privs_of_role(role, FencingRelOwner(root));
-}
-
-/*
- * The owner of function fn.  With lock, read under a share lock on the
- * function, which ALTER FUNCTION ... OWNER TO (AccessExclusiveLock) waits
- * for: a change of owner either committed before (and is seen) or waits
- * for this transaction (and then sees the trigger).
- */
-static Oid
-FunctionOwner(Oid fn, bool lock)
-{
-	HeapTuple	tup;
-	Oid			owner;
-
-	if (lock)
-		LockDatabaseObject(ProcedureRelationId, fn, 0, AccessShareLock);
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
-	if (!HeapTupleIsValid(tup))
-		return InvalidOid;
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-/*
- * The functions that trigger trigoid runs: tgfoid first, then those its
- * WHEN clause calls (pg_depend records them, and the operators it uses).
- */
-static List *
-TriggerCode(Oid trigoid, Oid tgfoid)
-{
-	Relation	deprel = table_open(DependRelationId, AccessShareLock);
-	ScanKeyData key[2];
-	SysScanDesc scan;
-	HeapTuple	tup;
-	List	   *fns = list_make1_oid(tgfoid);
-
-	ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(TriggerRelationId));
-	ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(trigoid));
-	scan = systable_beginscan(deprel, DependDependerIndexId, true, NULL, 2, key);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
-
-		if (dep->refclassid == ProcedureRelationId)
-			fns = list_append_unique_oid(fns, dep->refobjid);
-		else if (dep->refclassid == OperatorRelationId)
-		{
-			RegProcedure code = get_opcode(dep->refobjid);
-
-			if (OidIsValid(code))
-				fns = list_append_unique_oid(fns, code);
-		}
-	}
-	systable_endscan(scan);
-	table_close(deprel, AccessShareLock);
-	return fns;
-}
+/* Who may own the code of a protected table's triggers: trigger_code.c. */
 
 /* A trigger, as far as the check of its code needs it. */
 typedef struct TriggerRef
@@ -665,14 +580,14 @@ CheckTriggerCodeOwner(TriggerRef *trig, Oid member, Oid root, bool lock,
 {
 	ListCell   *lc;
 
-	foreach(lc, TriggerCode(trig->oid, trig->tgfoid))
+	foreach(lc, FencingTriggerCode(trig->oid, trig->tgfoid))
 	{
 		Oid			fn = lfirst_oid(lc);
-		Oid			owner = FunctionOwner(fn, lock);
+		Oid			owner = FencingFunctionOwner(fn, lock);
 		Oid			table_owner;
 		Relation	rel;
 
-		if (!OidIsValid(owner) || CodeOwnerTrusted(owner, member, root))
+		if (!OidIsValid(owner) || FencingCodeOwnerTrusted(owner, member, root))
 			continue;
 		table_owner = FencingRelOwner(OidIsValid(root) ? root : member);
 		rel = try_relation_open(member, AccessShareLock);
@@ -2152,7 +2067,7 @@ CheckAlterFunctionOwner(AlterOwnerStmt *stmt)
 	fn = LookupFuncWithArgs(stmt->objectType, castNode(ObjectWithArgs, stmt->object), true);
 	if (!OidIsValid(fn))
 		return;
-	owner = FunctionOwner(fn, false);
+	owner = FencingFunctionOwner(fn, false);
 	foreach(lc, TriggersRunning(fn))
 	{
 		Oid			relid;
@@ -2163,7 +2078,7 @@ CheckAlterFunctionOwner(AlterOwnerStmt *stmt)
 		if (!TriggerByOid(lfirst_oid(lc), &relid, &trigname))
 			continue;
 		p = ProtectionOf(relid);
-		if (p == NULL || CodeOwnerTrusted(owner, relid, ProtectionRoot(p)))
+		if (p == NULL || FencingCodeOwnerTrusted(owner, relid, ProtectionRoot(p)))
 			continue;
 		table_owner = FencingRelOwner(ProtectionRoot(p));
 		ereport(ERROR,

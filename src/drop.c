@@ -16,6 +16,10 @@
  * What DROP EXTENSION then finds is what it always found: tables of the
  * users that have fence columns need CASCADE, as for any extension's type.
  *
+ * Only the extension's owner gets that far: another role's DROP EXTENSION
+ * fails here with 42501, as PostgreSQL's own check (which comes after
+ * this trigger) would fail it, before anything is dropped or locked.
+ *
  * A DROP EXTENSION that fails after this (such a table, another role's
  * lock) rolls the storage tables' drop back with it.
  *
@@ -23,13 +27,18 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_extension.h"
 #include "commands/event_trigger.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "nodes/parsenodes.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
+#include "compat.h"
 #include "extension.h"
 #include "scope_storage.h"
 
@@ -77,7 +86,15 @@ fencing_drop_extension_start(PG_FUNCTION_ARGS)
 				 errmsg("function \"%s\" was not called by the event trigger manager",
 						"drop_extension_start")));
 	trigdata = (EventTriggerData *) fcinfo->context;
-	if (!DropsFencing(trigdata->parsetree) || !FencingScopeStorageLayout())
+	if (!DropsFencing(trigdata->parsetree))
+		PG_RETURN_NULL();
+	/*
+	 * PostgreSQL checks the owner only after this trigger: refuse here, as
+	 * it would, before anything is dropped, locked or named.
+	 */
+	if (!FencingOwnsExtension(get_extension_oid("fencing", false), GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_EXTENSION, "fencing");
+	if (!FencingScopeStorageLayout())
 		PG_RETURN_NULL();
 
 	FencingSpiConnect();

@@ -99,9 +99,9 @@ FencingReportStaleTokenHidden(const Fence *token, Relation rel, const char *scop
 			 errmsg("stale fence token %s for table \"%s\"",
 					token_s, RelationGetRelationName(rel)),
 			 scope_name ?
-			 errdetail("A key of scope \"%s\" has already accepted a fence token that token %s does not beat; the key and that fence are shown only to roles that may read table \"%s\".",
+			 errdetail("A key of scope \"%s\" has already accepted a fence token that token %s does not beat; the key and that fence are shown only to roles that may read table \"%s\" past its row security policies.",
 					   scope_name, token_s, RelationGetRelationName(rel)) :
-			 errdetail("The row has already accepted a fence token that token %s does not beat; that fence is shown only to roles that may read table \"%s\".",
+			 errdetail("The row has already accepted a fence token that token %s does not beat; that fence is shown only to roles that may read table \"%s\" past its row security policies.",
 					   token_s, RelationGetRelationName(rel)),
 			 errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.",
 					 token_s),

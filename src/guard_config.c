@@ -19,9 +19,12 @@
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/regproc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -38,6 +41,7 @@
 #include "scope_storage.h"
 #include "scopes.h"
 #include "stats.h"
+#include "trigger_code.h"
 
 typedef struct GuardConfigEntry
 {
@@ -68,6 +72,85 @@ InvalidateGuardConfig(Datum arg pg_attribute_unused(), Oid relid)
 		entry->config.valid = false;
 }
 
+
+/*
+ * Syscache callback (functions, roles, memberships): whether a trigger's
+ * code is still its table owner's may have changed for any table.
+ */
+static void
+InvalidateGuardConfigs(Datum arg pg_attribute_unused(), int cacheid pg_attribute_unused(),
+					   uint32 hashvalue pg_attribute_unused())
+{
+	InvalidateGuardConfig((Datum) 0, InvalidOid);
+}
+
+/*
+ * Find the first trigger of rel (other than the guard's own) whose code
+ * belongs to a role no longer trusted with the table (trigger_code.c):
+ * after REVOKE of a membership, ALTER TABLE ... OWNER TO, ALTER FUNCTION
+ * ... OWNER TO or REASSIGN OWNED, none of which the DDL guard can refuse
+ * in every case.  Cached with the settings; the syscache callbacks above
+ * and the table's relcache invalidation make it be looked at again.
+ */
+static void
+FindForeignTriggerCode(Relation rel, GuardConfig *cfg)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	for (i = 0; td != NULL && i < td->numtriggers; i++)
+	{
+		Trigger    *trig = &td->triggers[i];
+		ListCell   *lc;
+
+		if (trig->tgisinternal ||
+			strcmp(trig->tgname, FENCING_GUARD_TRIGGER) == 0 ||
+			strcmp(trig->tgname, FENCING_TRUNCATE_TRIGGER) == 0)
+			continue;
+		foreach(lc, FencingTriggerCode(trig->tgoid, trig->tgfoid))
+		{
+			Oid			fn = lfirst_oid(lc);
+			Oid			owner = FencingFunctionOwner(fn, false);
+
+			if (!OidIsValid(owner) ||
+				FencingCodeOwnerTrusted(owner, RelationGetRelid(rel), cfg->protected_relid))
+				continue;
+			cfg->foreign_trigger = pstrdup(trig->tgname);
+			cfg->foreign_function = fn;
+			cfg->foreign_owner = owner;
+			return;
+		}
+	}
+}
+
+/* A role's name for messages; "?" for a role that is gone. */
+static const char *
+RoleName(Oid role)
+{
+	char	   *name = GetUserNameFromId(role, true);
+
+	return name != NULL ? name : "?";
+}
+
+/* Raise SF005 for a write through a trigger whose code is foreign. */
+static void
+ReportForeignTriggerCode(Relation rel, GuardConfig *cfg)
+{
+	const char *table_owner = RoleName(rel->rd_rel->relowner);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCING_GUARD_ALTERED),
+			 errmsg("trigger \"%s\" on table \"%s\" runs function %s, owned by role \"%s\"",
+					cfg->foreign_trigger, RelationGetRelationName(rel),
+					format_procedure(cfg->foreign_function),
+					RoleName(cfg->foreign_owner)),
+			 errdetail("Table \"%s\" is protected by fencing: the code of its triggers must belong to a superuser or to a member of the table's owner \"%s\" when a write happens, because the owner of a function can change its code, and with it the token that the guard judges. Writes to the table are refused until this is fixed.",
+					   RelationGetRelationName(rel), table_owner),
+			 errhint("Drop the trigger, or give the function to the table's owner: ALTER FUNCTION %s OWNER TO %s.",
+					 format_procedure_qualified(cfg->foreign_function),
+					 quote_identifier(table_owner)),
+			 errtable(rel)));
+}
 
 /* Raise SF005 for a trigger whose table's settings cannot be used. */
 static void
@@ -250,7 +333,13 @@ LoadGuardConfig(Relation rel, GuardConfigEntry *entry)
 	}
 
 	if (cfg->protected)
+	{
+		MemoryContext old = MemoryContextSwitchTo(entry->cxt);
+
 		cfg->stats = FencingStatsGetEntry(cfg->protected_relid);
+		FindForeignTriggerCode(rel, cfg);
+		MemoryContextSwitchTo(old);
+	}
 	cfg->valid = true;
 }
 
@@ -281,6 +370,9 @@ FencingGetGuardConfig(Relation rel)
 		 * walsender of a Citus shard split) must not run out for ours.
 		 */
 		CacheRegisterRelcacheCallback(InvalidateGuardConfig, (Datum) 0);
+		CacheRegisterSyscacheCallback(PROCOID, InvalidateGuardConfigs, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, InvalidateGuardConfigs, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, InvalidateGuardConfigs, (Datum) 0);
 	}
 	entry = hash_search(guard_configs, &relid, HASH_ENTER, &found);
 	if (!found)
@@ -303,5 +395,7 @@ FencingGetGuardConfig(Relation rel)
 	}
 	if (!entry->config.protected)
 		ReportBrokenGuard(rel, "The table has a fencing trigger but fencing.protected does not list it.");
+	if (unlikely(entry->config.foreign_trigger != NULL))
+		ReportForeignTriggerCode(rel, &entry->config);
 	return &entry->config;
 }

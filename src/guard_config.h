@@ -29,6 +29,10 @@ typedef struct GuardConfig
 	char	   *lease;			/* fencing.lease_check() must pass, or NULL */
 	Oid			table_owner;	/* owner of protected_relid, for the lease */
 	struct FencingTableStats *stats;	/* counters of protected_relid, or NULL */
+	/* a trigger whose code its owner no longer controls, or NULL */
+	char	   *foreign_trigger;
+	Oid			foreign_function;
+	Oid			foreign_owner;
 } GuardConfig;
 
 extern GuardConfig *FencingGetGuardConfig(Relation rel);

@@ -74,6 +74,34 @@ CheckProtectable(Relation rel, const char *action)
 }
 
 /*
+ * The check of CheckProtectable() that needs no lock, made before the
+ * table is locked, as PostgreSQL's own commands do it (the callbacks of
+ * RangeVarGetRelidExtended): a role that does not own the table learns it
+ * at once, and never queues for the lock, making every writer of the
+ * table wait behind it.  The message is PostgreSQL's own, naming the
+ * table as pg_class does to every role.  CheckProtectable() checks again
+ * under the lock (the owner may change while we wait).
+ */
+static void
+CheckOwnerBeforeLock(Oid relid)
+{
+	HeapTuple	tup;
+	char		relkind;
+	char	   *relname;
+
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	relkind = ((Form_pg_class) GETSTRUCT(tup))->relkind;
+	relname = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(tup))->relname));
+	ReleaseSysCache(tup);
+	if (!FencingOwnsRelation(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(relkind), relname);
+}
+
+/*
  * Is relid named in fencing.protected (in key or table scope scope_name,
  * when that is not NULL)?  Read as it is now, at every isolation level
  * (the caller holds the table's lock).  Runs inside SPI.
@@ -243,6 +271,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 	fence_column = pstrdup(NameStr(*PG_GETARG_NAME(1)));
 	strict = PG_GETARG_BOOL(3);
 
+	CheckOwnerBeforeLock(relid);
 	rel = table_open(relid, ShareRowExclusiveLock);
 	CheckProtectable(rel, "protect");
 	CheckColumn(rel, fence_column, true);
@@ -403,6 +432,7 @@ fencing_unprotect(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("table must not be null")));
 	relid = PG_GETARG_OID(0);
+	CheckOwnerBeforeLock(relid);
 	rel = table_open(relid, ShareRowExclusiveLock);
 	CheckProtectable(rel, "unprotect");
 	tree = RelationTree(rel);

@@ -26,6 +26,17 @@
  * printed by their types' output functions as the caller, under the
  * caller's settings, as a view would print them.
  *
+ * Row security hides keys too: when policies of a protected table apply
+ * to the caller (check_enable_rls() says RLS_ENABLED), the caller sees
+ * none of its scope's keys and fences, whatever its privileges, and even
+ * as the scope's owner (a table owner under FORCE ROW LEVEL SECURITY).
+ * Roles that bypass row security (superusers, BYPASSRLS, the owner
+ * without FORCE) see them as before.  We show keys only to such roles
+ * rather than evaluate the policies per key: a policy may depend on any
+ * column of a row, and a key is visible only if some row with it is, so
+ * anything finer would have to run the policies over the table's rows for
+ * every read of fencing.scopes and every SF001 DETAIL.
+ *
  * A writer that lost (SF001) but may not read the table learns that it
  * lost and to which scope, not the key nor the fence: the check runs on
  * the error path only, never on an accepted write.
@@ -47,6 +58,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/tuplestore.h"
 
 #include "extension.h"
@@ -70,15 +82,26 @@ ColumnsReadable(Oid relid, int ncols, const AttrNumber *attnums)
 	return true;
 }
 
+/* Do relid's row security policies apply to the current user? */
+static bool
+RowSecurityApplies(Oid relid)
+{
+	return check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED;
+}
+
 /*
  * May the current user read the keys and fences that relid writes: SELECT
- * on the table, or on its fence column and all its key columns?  A
- * relation that does not exist (any more) reads as false.
+ * on the table, or on its fence column and all its key columns, with no
+ * row security policy of the table applying to it?  A relation that does
+ * not exist (any more) reads as false.
  */
 static bool
 TableKeysReadable(Oid relid, int ncols, const AttrNumber *attnums)
 {
 	bool		is_missing = false;
+
+	if (get_rel_relkind(relid) == '\0' || RowSecurityApplies(relid))
+		return false;
 
 	if (pg_class_aclcheck_ext(relid, GetUserId(), ACL_SELECT, &is_missing) == ACLCHECK_OK)
 		return true;
@@ -146,12 +169,13 @@ FencingMayReadGuardedKeys(Relation rel, GuardConfig *cfg)
 		bool		is_missing = false;
 
 		if (pg_class_aclcheck_ext(cfg->protected_relid, GetUserId(), ACL_SELECT,
-								  &is_missing) == ACLCHECK_OK)
+								  &is_missing) == ACLCHECK_OK &&
+			!RowSecurityApplies(cfg->protected_relid))
 			return true;
 	}
 	if (FencingActsFor(FencingOwnerOid()))
 		return true;
-	if (cfg->nkeys >= 0)
+	if (cfg->nkeys >= 0 && !RowSecurityApplies(RelationGetRelid(rel)))
 	{
 		owner = ScopeOwner(cfg->scope_name);
 		if (OidIsValid(owner) && FencingActsFor(owner))
@@ -237,11 +261,15 @@ VisibleScopes(MemoryContext cxt)
 		scope->table_scope = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
 		MemoryContextSwitchTo(oldcxt);
 
-		scope->visible = sees_all ||
-			FencingActsFor(DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull)));
+		scope->visible = sees_all;
 		if (!scope->visible)
 		{
-			/* every table protected into the scope, and there is one */
+			/*
+			 * its owner, unless row security of one of its tables applies
+			 * to it; anyone else who may read every table protected into
+			 * the scope, and there is one
+			 */
+			bool		owns = FencingActsFor(DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull)));
 			Oid			argtypes[1] = {TEXTOID};
 			Datum		values[1] = {CStringGetTextDatum(scope->scope_name)};
 			uint64		t;
@@ -256,14 +284,16 @@ VisibleScopes(MemoryContext cxt)
 			if (rc != SPI_OK_SELECT)
 				elog(ERROR, "could not read fencing.protected: %s",
 					 SPI_result_code_string(rc));
-			scope->visible = SPI_processed > 0;
+			scope->visible = owns || SPI_processed > 0;
 			for (t = 0; t < SPI_processed && scope->visible; t++)
 			{
 				HeapTuple	ptup = SPI_tuptable->vals[t];
 				TupleDesc	pdesc = SPI_tuptable->tupdesc;
+				Oid			relid = DatumGetObjectId(SPI_getbinval(ptup, pdesc, 1, &isnull));
 
-				scope->visible =
-					ProtectedTableReadable(DatumGetObjectId(SPI_getbinval(ptup, pdesc, 1, &isnull)),
+				scope->visible = owns ?
+					!RowSecurityApplies(relid) :
+					ProtectedTableReadable(relid,
 										   SPI_getbinval(ptup, pdesc, 2, &isnull),
 										   SPI_getbinval(ptup, pdesc, 3, &isnull));
 			}

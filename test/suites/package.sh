@@ -252,6 +252,19 @@ if [ -z "$NESTED" ]; then
         echo "1..0 # SKIP $PKG is installed here already (not by this suite)"
         exit 0
     fi
+    # fencing installed by other means (make install, a copy by hand): the
+    # package would go over those files and its purge remove them, under a
+    # server that may have the library loaded.  Left alone, as a package.
+    if [ "$st" -eq 0 ]; then
+        own=$(ls -1d "/usr/lib/postgresql/$V/lib/fencing.so" "/usr/lib/postgresql/$V/lib/bitcode/fencing" \
+            "/usr/share/postgresql/$V/extension/fencing.control" "/usr/share/postgresql/$V/extension/fencing--"*.sql 2>/dev/null |
+            while read -r f; do dpkg -S "$f" >/dev/null 2>&1 || echo "$f"; done)
+        if [ -n "$own" ]; then
+            echo "$own" | sed 's/^/# not installed by a package, left alone: /'
+            echo "1..0 # SKIP fencing is installed here already, not by a package ($(echo "$own" | head -1) ...): the package would replace and then remove it"
+            exit 0
+        fi
+    fi
     [ -n "$reaped" ] && echo "$reaped" | say
     tap $st "no journal of an earlier run left (undone if there was one)"
 fi
