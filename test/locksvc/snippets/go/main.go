@@ -11,8 +11,13 @@ import (
 	"github.com/jackc/pgx/v4"
 )
 
-// ErrLockLost is SF001: the lock that issued the token is gone. Stop; never retry.
-var ErrLockLost = errors.New("the lock is gone")
+// Refused is SF001: the token was refused. Never retry with the same token.
+type Refused struct {
+	Reason  string // stale_token, token_already_used, lease_expired, claim_taken_over
+	Message string
+}
+
+func (e *Refused) Error() string { return e.Message }
 
 func payRefund(ctx context.Context, conn *pgx.Conn, token, refundID string) error {
 	for attempt := 1; ; attempt++ {
@@ -22,7 +27,13 @@ func payRefund(ctx context.Context, conn *pgx.Conn, token, refundID string) erro
 		case err == nil:
 			return nil
 		case errors.As(err, &pgErr) && pgErr.Code == "SF001":
-			return fmt.Errorf("%w: %s", ErrLockLost, pgErr.Message)
+			// why, in the error's constraint name field (never the text); a
+			// server without it only says: a newer token was accepted
+			reason := pgErr.ConstraintName
+			if reason == "" {
+				reason = "stale_token"
+			}
+			return &Refused{Reason: reason, Message: pgErr.Message}
 		case errors.As(err, &pgErr) && pgErr.Code == "40001" && attempt < 5:
 			fmt.Println("40001: serialization failure, retrying")
 		default:
@@ -56,11 +67,21 @@ func main() {
 	}
 	defer conn.Close(ctx)
 	err = payRefund(ctx, conn, token, refundID)
+	var refused *Refused
 	switch {
 	case err == nil:
 		fmt.Println("committed with token " + token)
-	case errors.Is(err, ErrLockLost):
-		fmt.Printf("SF001: %v, stopping\n", err)
+	case errors.As(err, &refused) && refused.Reason == "token_already_used":
+		// not a lost lock: this grant wrote in another transaction already;
+		// take the lock again for a new token
+		fmt.Printf("SF001 %s: %s: stopping\n", refused.Reason, refused.Message)
+		conn.Close(ctx)
+		os.Exit(4)
+	case errors.As(err, &refused):
+		// stale_token, lease_expired (claim_taken_over: the same for a
+		// claim): the lock is gone; re-acquire it before any new work
+		fmt.Printf("SF001: %s: the lock is gone (%s), stopping\n", refused.Message, refused.Reason)
+		conn.Close(ctx)
 		os.Exit(3)
 	default:
 		panic(err)

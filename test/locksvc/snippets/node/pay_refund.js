@@ -1,8 +1,13 @@
 // Pay a refund with the token of a lock (node-postgres).
 const { Client } = require('pg');
 
-// SF001: the lock that issued the token is gone. Stop; never retry.
-class LockLost extends Error {}
+// SF001: the token was refused. Never retry with the same token.
+class Refused extends Error {
+  constructor(reason, message) {
+    super(message);
+    this.reason = reason;
+  }
+}
 
 async function payRefund(client, token, refundId) {
   for (let attempt = 1; ; attempt++) {
@@ -15,7 +20,9 @@ async function payRefund(client, token, refundId) {
       return;
     } catch (e) {
       await client.query('ROLLBACK');
-      if (e.code === 'SF001') throw new LockLost(e.message);
+      // why, in the error's constraint field (never the text); a server
+      // without it only says: a newer token was accepted
+      if (e.code === 'SF001') throw new Refused(e.constraint || 'stale_token', e.message);
       if (e.code === '40001' && attempt < 5) {
         console.log('40001: serialization failure, retrying');
         continue;
@@ -33,9 +40,18 @@ async function main() {
     await payRefund(client, token, refundId);
     console.log(`committed with token ${token}`);
   } catch (e) {
-    if (!(e instanceof LockLost)) throw e;
-    console.log(`SF001: ${e.message}: the lock is gone, stopping`);
-    process.exitCode = 3;
+    if (!(e instanceof Refused)) throw e;
+    if (e.reason === 'token_already_used') {
+      // not a lost lock: this grant wrote in another transaction already;
+      // take the lock again for a new token
+      console.log(`SF001 ${e.reason}: ${e.message}: stopping`);
+      process.exitCode = 4;
+    } else {
+      // stale_token, lease_expired (claim_taken_over: the same for a claim):
+      // the lock is gone; re-acquire it before any new work
+      console.log(`SF001: ${e.message}: the lock is gone (${e.reason}), stopping`);
+      process.exitCode = 3;
+    }
   } finally {
     await client.end();
   }

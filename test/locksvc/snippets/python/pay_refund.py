@@ -4,8 +4,12 @@ import sys
 import psycopg
 
 
-class LockLost(Exception):
-    """SF001: the lock that issued the token is gone. Stop; never retry."""
+class Refused(Exception):
+    """SF001: the token was refused. Never retry with the same token."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
 
 
 def pay_refund(conn, token, refund_id, attempts=5):
@@ -19,7 +23,10 @@ def pay_refund(conn, token, refund_id, attempts=5):
             return
         except psycopg.Error as e:
             if e.sqlstate == "SF001":
-                raise LockLost(e.diag.message_primary) from e
+                # why, in the error's constraint_name field (never the text);
+                # a server without it only says: a newer token was accepted
+                raise Refused(e.diag.constraint_name or "stale_token",
+                              e.diag.message_primary) from e
             if e.sqlstate == "40001" and attempt < attempts:
                 print("40001: serialization failure, retrying")
                 continue
@@ -32,6 +39,13 @@ if __name__ == "__main__":
         try:
             pay_refund(conn, token, refund_id)
             print(f"committed with token {token}")
-        except LockLost as e:
-            print(f"SF001: {e}: the lock is gone, stopping")
+        except Refused as e:
+            if e.reason == "token_already_used":
+                # not a lost lock: this grant wrote in another transaction
+                # already; take the lock again for a new token
+                print(f"SF001 {e.reason}: {e}: stopping")
+                sys.exit(4)
+            # stale_token, lease_expired (claim_taken_over: the same for a
+            # claim): the lock is gone; re-acquire it before any new work
+            print(f"SF001: {e}: the lock is gone ({e.reason}), stopping")
             sys.exit(3)
