@@ -430,6 +430,13 @@ func TestNoTokenLeaks(t *testing.T) {
 		t.Fatal("division by zero lost")
 	}
 	same = noToken(t, pool, "after a failed statement") == pid && same
+	// a token the server refuses at set_token (the pipeline's second half)
+	if err := fencing.RunFenced(ctx, pool, fencing.Token{Epoch: -1, Counter: 1}, update(tbl)); err == nil {
+		t.Fatal("token -1:1 accepted")
+	} else {
+		t.Logf("token -1:1: %v", err)
+	}
+	same = noToken(t, pool, "after set_token failed") == pid && same
 	if _, err := fencing.RunOnce(ctx, pool, name("leak"), 1, func(tx pgx.Tx) (int, error) { return 1, nil }, fencing.WithClaimFence()); err != nil {
 		t.Fatal(err)
 	}
@@ -664,4 +671,36 @@ func TestPgBouncer(t *testing.T) {
 	if out.State != "done" {
 		t.Fatalf("RunOnce through PgBouncer: %+v", out)
 	}
+}
+
+// Without a statement cache (as behind PgBouncer) set_token goes unnamed.
+func TestNoStatementCache(t *testing.T) {
+	needPG(t)
+	ctx := context.Background()
+	direct := pgPool(t, 1)
+	tbl := accounts(t, direct, "")
+	cfg, err := pgxpool.ParseConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	cfg.ConnConfig.BuildStatementCache = nil
+	pool, err := pgxpool.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for i := int64(1); i <= 3; i++ {
+		if err := fencing.RunFenced(ctx, pool, fencing.Token{Counter: i}, update(tbl)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fencing.RunFenced(ctx, pool, fencing.Token{Counter: 2}, update(tbl)); !errors.Is(err, fencing.ErrStaleToken) {
+		t.Fatalf("stale: %v", err)
+	}
+	var prepared int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements").Scan(&prepared); err != nil || prepared != 0 {
+		t.Fatalf("%d prepared statements (%v)", prepared, err)
+	}
+	noToken(t, pool, "without a statement cache")
 }

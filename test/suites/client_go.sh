@@ -32,8 +32,11 @@ GO_PACKAGES=(golang-go golang-github-jackc-pgx-v4-dev golang-etcd-server-dev
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
 not_ok() { n=$((n + 1)); echo "not ok $n - $*"; }
+psql_main() { "$FENCING_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres "$@"; }
 finish() {
     locksvc_stop_all
+    psql_main -d postgres -c "DROP DATABASE IF EXISTS client_go WITH (FORCE)" \
+        -c "DROP DATABASE IF EXISTS client_go_quickstart WITH (FORCE)" >/dev/null 2>&1
     echo "1..$n"
 }
 trap finish EXIT
@@ -76,10 +79,9 @@ else
     exit 1
 fi
 
-# The databases, on the main cluster.
-psql_main() { "$FENCING_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PGPORT" -U postgres "$@"; }
+# The databases, on the main cluster (dropped at the end).
 psql_main -d postgres -c "DROP DATABASE IF EXISTS client_go" -c "CREATE DATABASE client_go" \
-    -c "DROP DATABASE IF EXISTS client_go_quickstart" -c "CREATE DATABASE client_go_quickstart" ||
+    -c "DROP DATABASE IF EXISTS client_go_quickstart" -c "CREATE DATABASE client_go_quickstart" 2>/dev/null ||
     { not_ok "create the databases"; exit 1; }
 
 if locksvc_etcd_start && locksvc_zk_start && locksvc_redis_start && locksvc_pgbouncer_start client_go; then
