@@ -10,7 +10,7 @@
 // default) still holds it; a pause longer than that loses it, and its node
 // is deleted so the next node's owner takes the lock.
 
-import { Client, CreateMode, Event, Exception, Stat } from 'node-zookeeper-client';
+import { Client, CreateMode, Exception, Stat } from 'node-zookeeper-client';
 import { LockNotAcquiredError, classifyError } from './errors';
 import type { Queryable } from './fenced';
 import { GenerationOptions, readGeneration } from './generation';
@@ -67,7 +67,7 @@ export class ZooKeeperTokenSource implements TokenSource {
         if (left <= 0) throw new LockNotAcquiredError(`ZooKeeper lock ${path} is held by another client`);
         await new Promise<void>((resolve, reject) => {
           const timer = setTimeout(resolve, left);
-          this.zk.exists(prev, (ev: Event) => { clearTimeout(timer); void ev; resolve(); },
+          this.zk.exists(prev, () => { clearTimeout(timer); resolve(); },
             (err: Error | Exception | null, stat: Stat) => {
               if (err) { clearTimeout(timer); reject(err); } else if (!stat) { clearTimeout(timer); resolve(); }
             });
