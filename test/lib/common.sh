@@ -4,6 +4,8 @@
 #
 #   fencing_set_pgver N          choose the server: 15 (Debian's packages)
 #                                or 18 (built from source, test/lib/pg18.sh)
+#   fencing_install_missing PKG...  install those of the packages that are
+#                                missing (apt, as root); false on failure
 #   fencing_deps                 install what is missing (apt, as root), and
 #                                build PostgreSQL 18 once when it is chosen
 #   fencing_build [CFLAGS] [DIR] build, and install into a private copy of the
@@ -81,6 +83,24 @@ fencing_deps() {
     fi
     [ "$FENCING_PGVER" = 18 ] && fencing_pg18_install
     return 0
+}
+
+# Install those of the given packages that are missing (apt, as root);
+# nodejs and npm count as there when node and npm are on the PATH (they
+# may come from elsewhere than Debian).  False when the install fails.
+fencing_install_missing() {
+    local missing=() p
+    for p in "$@"; do
+        case $p in
+        nodejs) command -v node >/dev/null && continue ;;
+        npm) command -v npm >/dev/null && continue ;;
+        esac
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+            || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    fencing_log "installing: ${missing[*]}"
+    fencing_apt_install "${missing[@]}"
 }
 
 # apt-get install the given packages (as root), waiting for the dpkg lock

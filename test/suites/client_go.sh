@@ -42,16 +42,9 @@ finish() {
 trap finish EXIT
 trap 'exit 143' INT TERM
 
-missing=()
-for p in "${GO_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    fencing_log "installing: ${missing[*]}"
-    if ! fencing_apt_install "${missing[@]}"; then
-        not_ok "install ${missing[*]}"
-        exit 1
-    fi
+if ! fencing_install_missing "${GO_PACKAGES[@]}"; then
+    not_ok "install the packages it needs: ${GO_PACKAGES[*]}"
+    exit 1
 fi
 ok "$(go version | cut -d' ' -f3) with pgx $(dpkg-query -W -f='${Version}' golang-github-jackc-pgx-v4-dev), etcd $(dpkg-query -W -f='${Version}' golang-etcd-server-dev), redigo, go-zookeeper, from Debian"
 

@@ -33,16 +33,9 @@ finish() {
 trap finish EXIT
 trap 'exit 143' INT TERM
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    fencing_log "installing: ${missing[*]}"
-    if ! fencing_apt_install "${missing[@]}"; then
-        not_ok "install ${missing[*]}"
-        exit 1
-    fi
+if ! fencing_install_missing "${PACKAGES[@]}"; then
+    not_ok "install the packages it needs: ${PACKAGES[*]}"
+    exit 1
 fi
 if ! versions=$($PY -c 'import psycopg, psycopg_pool, etcd3, redis, kazoo
 print(f"psycopg {psycopg.__version__}, psycopg_pool {psycopg_pool.__version__}, etcd3 {etcd3.__version__}, redis-py {redis.__version__}, kazoo")' 2>&1); then

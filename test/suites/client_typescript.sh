@@ -40,20 +40,9 @@ trap 'exit 143' INT TERM
 trap '' PIPE
 
 # ---- packages -----------------------------------------------------------
-missing=()
-for p in "${PACKAGES[@]}"; do
-    case $p in
-    nodejs) command -v node >/dev/null && continue ;;
-    npm) command -v npm >/dev/null && continue ;;
-    esac
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    fencing_log "installing: ${missing[*]}"
-    if ! fencing_apt_install "${missing[@]}"; then
-        not_ok "install ${missing[*]}"
-        exit 1
-    fi
+if ! fencing_install_missing "${PACKAGES[@]}"; then
+    not_ok "install the packages it needs: ${PACKAGES[*]}"
+    exit 1
 fi
 ok "node $(node -v), npm $(npm -v), etcd, ZooKeeper, Redis, PgBouncer are installed"
 
@@ -73,7 +62,7 @@ mkdir -p "$CACHE"
     [ -f "$MODULES/.complete" ] && exit 0
     fencing_log "npm ci for clients/typescript into $MODULES"
     tmp=$CACHE/$lock_sum.tmp
-    rm -rf "$tmp" "$CACHE/$lock_sum" && mkdir -p "$tmp" &&
+    rm -rf "$tmp" "${CACHE:?}/${lock_sum:?}" && mkdir -p "$tmp" &&
         cp "$SRC/package.json" "$SRC/package-lock.json" "$tmp/" &&
         (cd "$tmp" && npm ci --no-audit --no-fund --loglevel=error --cache "$CACHE/npm") >&2 &&
         touch "$tmp/node_modules/.complete" && mv "$tmp" "$CACHE/$lock_sum"
