@@ -6,7 +6,8 @@
 #
 # Installs what is missing, builds the extension into a private copy of
 # PostgreSQL 15, starts a throwaway cluster (as the postgres OS user) and a
-# private redis-server, each on a free port of 127.0.0.1, then plays the
+# private redis-server, each on a free port of 127.0.0.1 (of the range
+# FENCING_PORTS=LO-HI when it is set, on a shared host), then plays the
 # incident with real worker processes (test/demo/worker.sh):
 #
 #   worker A takes the Redis lock and a fencing token, and freezes in the

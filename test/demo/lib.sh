@@ -121,7 +121,9 @@ demo_psp_start() {
     local portfile=$DEMO_RUN/psp.port python=/usr/bin/python3 _
     [ -x "$python" ] || python=$(command -v python3) ||
         fencing_die "python3 is missing (Debian package python3)"
-    "$python" "$DEMO_DIR/psp.py" "$portfile" "$DEMO_RUN/timeline" \
+    # a port of FENCING_PORTS when it is set, else any free one
+    DEMO_PSP_PORT_WANTED=$([ -n "${FENCING_PORTS:-}" ] && fencing_free_port || echo 0) \
+        "$python" "$DEMO_DIR/psp.py" "$portfile" "$DEMO_RUN/timeline" \
         </dev/null >>"$DEMO_RUN/psp.log" 2>&1 &
     DEMO_PSP_PID=$!
     for _ in $(seq 100); do

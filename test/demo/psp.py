@@ -81,7 +81,7 @@ class PSP(BaseHTTPRequestHandler):
         pass
 
 
-server = HTTPServer(("127.0.0.1", 0), PSP)
+server = HTTPServer(("127.0.0.1", int(os.environ.get("DEMO_PSP_PORT_WANTED", "0"))), PSP)
 with open(port_file + ".tmp", "w") as f:
     f.write("%d\n" % server.server_address[1])
 # renamed into place: whoever sees the file sees the whole port

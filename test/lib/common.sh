@@ -227,9 +227,16 @@ fencing_as_postgres() {
 # A TCP port on 127.0.0.1 that nothing listens on, below the kernel's
 # ephemeral range (where client sockets could already hold it).
 fencing_free_port() {
-    local p lo=32768
+    local p lo=32768 range
     read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
-    for p in $(shuf -i 10000-$((lo - 1)) -n 50); do
+    range=10000-$((lo - 1))
+    # FENCING_PORTS=LO-HI: only ports of that range (a shared host)
+    if [ -n "${FENCING_PORTS:-}" ]; then
+        [[ $FENCING_PORTS =~ ^([0-9]+)-([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] ||
+            fencing_die "FENCING_PORTS must be LO-HI, for example 25000-25099 (it is \"$FENCING_PORTS\")"
+        range=$FENCING_PORTS
+    fi
+    for p in $(shuf -i "$range" -n 50); do
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return 0
