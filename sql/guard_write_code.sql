@@ -178,6 +178,23 @@ SHOW fencing.token;
 RESET fencing.token;
 SELECT id, note, fence FROM wc.plain;
 
+-- ... also after the last row: an AFTER trigger of the owner's that runs
+-- RESET ALL fails the statement at its end, so no later statement
+-- inherits a token the writer did not set
+CREATE FUNCTION wc.after_reset() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE 'RESET ALL';
+    RETURN NULL;
+END $$;
+ALTER TABLE wc.plain ALTER COLUMN note DROP DEFAULT;
+CREATE TRIGGER after_reset AFTER UPDATE ON wc.plain FOR EACH ROW EXECUTE FUNCTION wc.after_reset();
+BEGIN;
+SET LOCAL fencing.token = '0:2';
+UPDATE wc.plain SET note = 'after' WHERE id = 1;
+ROLLBACK;
+DROP TRIGGER after_reset ON wc.plain;
+SELECT id, note, fence FROM wc.plain;
+
 -- fencing.bypass is fixed for the statement too
 CREATE FUNCTION wc.bypass_on() RETURNS text LANGUAGE plpgsql AS $$
 BEGIN

@@ -160,7 +160,6 @@ HintForSource(const char *name, GucSource source)
 static bool
 RefuseChangeInWrite(const char *name)
 {
-	last_token_check = TOKEN_WRONG_SOURCE;
 	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
 	GUC_check_errmsg("parameter \"%s\" cannot be changed while a statement writes", name);
 	GUC_check_errdetail("A write is judged by the token in force when its statement began; code that the statement runs (a default, a check, a policy, a trigger, or a function any of them calls) cannot change it.");
@@ -170,6 +169,15 @@ RefuseChangeInWrite(const char *name)
 		GUC_check_errhint("Set %s in the writing session before the statement, with SET LOCAL as a statement of its own.",
 						  name);
 	return false;
+}
+
+/* Would fencing.token become next (NULL: not set) from what it is now? */
+static bool
+TokenChanges(const Fence *next)
+{
+	if (next == NULL || fencing_token_value == NULL)
+		return next != fencing_token_value;
+	return FenceCmp(next, fencing_token_value) != 0;
 }
 
 /* How deep in triggers this backend runs, as pg_trigger_depth() says. */
@@ -196,7 +204,7 @@ CheckFencingToken(char **newval, void **extra, GucSource source)
 
 	if (*newval == NULL || (*newval)[0] == '\0')
 	{
-		if (write_depth > 0 && fencing_token_value != NULL)
+		if (write_depth > 0 && TokenChanges(NULL))
 			return RefuseChangeInWrite("fencing.token");
 		*extra = NULL;
 		last_token_check = TOKEN_ACCEPTED;
@@ -245,8 +253,7 @@ CheckFencingToken(char **newval, void **extra, GucSource source)
 		GUC_check_errmsg("out of memory");
 		return false;
 	}
-	if (write_depth > 0 &&
-		(fencing_token_value == NULL || FenceCmp(fencing_token_value, &parsed) != 0))
+	if (write_depth > 0 && TokenChanges(&parsed))
 		return RefuseChangeInWrite("fencing.token");
 	*result = parsed;
 	*extra = result;
@@ -281,9 +288,7 @@ AssignFencingToken(const char *newval pg_attribute_unused(), void *extra)
 {
 	Fence	   *next = (Fence *) extra;
 
-	if (write_depth > 0 &&
-		((next == NULL) != (fencing_token_value == NULL) ||
-		 (next != NULL && FenceCmp(next, fencing_token_value) != 0)))
+	if (write_depth > 0 && TokenChanges(next))
 		changed_in_write = true;
 	fencing_token_value = next;
 	ForgetDroppedToken();

@@ -72,15 +72,7 @@ fencing_deps() {
     case $FENCING_PGVER in
     15) pkgs+=(postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap) ;;
     esac
-    local missing=() p
-    for p in "${pkgs[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
-            || missing+=("$p")
-    done
-    if [ ${#missing[@]} -gt 0 ]; then
-        fencing_log "installing: ${missing[*]}"
-        fencing_apt_install "${missing[@]}" || fencing_die "apt-get install failed"
-    fi
+    fencing_install_missing "${pkgs[@]}" || fencing_die "apt-get install failed"
     [ "$FENCING_PGVER" = 18 ] && fencing_pg18_install
     return 0
 }

@@ -48,20 +48,7 @@ LOCKSVC_PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless
                   libpostgresql-jdbc-java default-jdk-headless nodejs npm)
 
 locksvc_install() {
-    local missing=() p
-    for p in "${LOCKSVC_PACKAGES[@]}"; do
-        # nodejs and npm may come from elsewhere than Debian: any will do
-        case $p in
-        nodejs) command -v node >/dev/null && continue ;;
-        npm) command -v npm >/dev/null && continue ;;
-        esac
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
-            || missing+=("$p")
-    done
-    if [ ${#missing[@]} -gt 0 ]; then
-        fencing_log "installing: ${missing[*]}"
-        fencing_apt_install "${missing[@]}" || return 1
-    fi
+    fencing_install_missing "${LOCKSVC_PACKAGES[@]}" || return 1
     mkdir -p "$LOCKSVC_CACHE" || return 1
     locksvc_build_go && locksvc_install_node_pg
 }
