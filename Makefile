@@ -3,7 +3,8 @@
 #   make                    build
 #   make install            install into the server found by pg_config
 #   make installcheck       regression and isolation tests against a running
-#                           server (PGHOST, PGPORT, PGUSER) that preloads fencing
+#                           server (PGHOST, PGPORT, PGUSER) that preloads fencing;
+#                           leaves contrib_regression and isolation_regression
 #   make check-temp         the same on temporary servers that pg_regress starts
 #                           with fencing preloaded (after make install; no server)
 #   make prove_installcheck the Perl TAP tests (test/t/*.pl; each starts its
@@ -88,6 +89,9 @@ ISOLATION_UPDATE = update_1_0_scope_copy_race
 ISOLATION = $(ISOLATION_CORE) $(ISOLATION_GUARD) $(ISOLATION_IDEM) $(ISOLATION_LEASE) $(ISOLATION_UPDATE)
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=fencing
 
+# installcheck is defined below: PGXS's, with a check first and a note last
+NO_INSTALLCHECK = 1
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -107,7 +111,28 @@ dist:
 	git -C '$(srcdir)' archive --format=zip --prefix=fencing-$$v/ -o "$(abspath $(DISTDIR))/fencing-$$v.zip" HEAD && \
 	echo "$(abspath $(DISTDIR))/fencing-$$v.zip"
 
-installcheck: fencing-preload-check
+# installcheck: PGXS's recipe (NO_INSTALLCHECK keeps PGXS from defining
+# it), after the preload check, and then a note, also after a failure, of
+# the databases pg_regress leaves on the server, as it does for every
+# extension: contrib_regression and isolation_regression stay for a look
+# at the results, and the next run drops and creates them anew.  Nothing
+# else is left or changed: the tests drop the roles and databases they
+# create, and none resets fencing's statistics (test/README.md).
+fencing_installcheck_note = \
+	echo "note: left on the server, as pg_regress leaves them: the database(s) $(strip $(1))"; \
+	echo "note: (to look at the results; the next make installcheck drops and creates them anew)."; \
+	echo "note: nothing else was kept or reset.  To remove them: $(foreach d,$(1),dropdb $(d);)"
+
+installcheck: fencing-preload-check submake $(REGRESS_PREP)
+ifdef REGRESS
+	@$(pg_regress_installcheck) $(REGRESS_OPTS) $(REGRESS) || \
+	{ $(call fencing_installcheck_note,$(CONTRIB_TESTDB)); exit 1; }
+endif
+ifdef ISOLATION
+	@$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION) || \
+	{ $(call fencing_installcheck_note,$(if $(REGRESS),$(CONTRIB_TESTDB)) $(ISOLATION_TESTDB)); exit 1; }
+endif
+	@$(call fencing_installcheck_note,$(if $(REGRESS),$(CONTRIB_TESTDB)) $(if $(ISOLATION),$(ISOLATION_TESTDB)))
 
 fencing-preload-check:
 	@pl=$$('$(bindir)/psql' -X -A -t -q -d postgres -c 'SHOW shared_preload_libraries') || exit 1; \
