@@ -55,17 +55,18 @@ while [ $# -gt 0 ]; do
     esac
 done
 pg_versions=${pg_versions:-$FENCING_PGVERSIONS}
+read -r -a pg_list <<<"$pg_versions"
 
 # More than one version: run this script once per version, one after the
 # other, and sum their results.
-if [ "$(echo $pg_versions | wc -w)" -gt 1 ]; then
+if [ "${#pg_list[@]}" -gt 1 ]; then
     all_pass=0
     all_fail=0
     lines=()
     t_all=$SECONDS
-    for v in $pg_versions; do
+    for v in "${pg_list[@]}"; do
         t_v=$SECONDS
-        log=$(mktemp /tmp/fencing-check-$v.XXXXXX)
+        log=$(mktemp "/tmp/fencing-check-$v.XXXXXX")
         fencing_log "=== PostgreSQL $v ==="
         bash "$0" --pg "$v" 2>&1 | tee "$log"
         last=$(tail -n 1 "$log")
@@ -89,14 +90,15 @@ if [ "$(echo $pg_versions | wc -w)" -gt 1 ]; then
         rm -f "$log"
     done
     echo
-    echo "Summary over PostgreSQL $(echo $pg_versions | sed 's/ / and /g') ($((SECONDS - t_all)) s)"
+    joined=${pg_list[*]}
+    echo "Summary over PostgreSQL ${joined// / and } ($((SECONDS - t_all)) s)"
     printf '  %s\n' "${lines[@]}"
     echo
     echo "$all_pass passed, $all_fail failed"
     [ "$all_fail" -eq 0 ]
     exit
 fi
-fencing_set_pgver $pg_versions
+fencing_set_pgver "${pg_list[0]}"
 
 trap fencing_cleanup EXIT
 trap 'exit 130' INT TERM
@@ -104,7 +106,7 @@ trap 'exit 130' INT TERM
 # The suites, in order: the first ones, every other by name, the last ones.
 first="regress isolation pgtap tap memory"
 last="bench"
-all=$(cd "$FENCING_ROOT/test/suites" && ls -1 -- *.sh | sed 's/\.sh$//' | sort)
+all=$(cd "$FENCING_ROOT/test/suites" && printf '%s\n' *.sh | sed 's/\.sh$//' | sort)
 default=
 for s in $first; do
     echo "$all" | grep -qx "$s" && default="$default $s"
@@ -117,7 +119,7 @@ for s in $last; do
 done
 suites=${FENCING_SUITES:-$default}
 for s in $suites; do
-    [ -f "$FENCING_ROOT/test/suites/$s.sh" ] || fencing_die "unknown suite $s (one of:$(echo $default | sed 's/^/ /'))"
+    [ -f "$FENCING_ROOT/test/suites/$s.sh" ] || fencing_die "unknown suite $s (one of:$default)"
 done
 
 total_pass=0
@@ -129,7 +131,7 @@ fencing_build "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING"
 [ -n "${FENCING_KEEP:-}" ] && fencing_log "scratch directory (kept): $FENCING_WORK"
 # work from the scratch directory: the postgres OS user may not be able to
 # enter the repository's directory (a clone under a private mktemp -d)
-cd "$FENCING_WORK"
+cd "$FENCING_WORK" || fencing_die "cannot enter $FENCING_WORK"
 
 # The tree, where the postgres OS user can read it and make can write its
 # results: what the suites run their make targets in.

@@ -91,7 +91,7 @@ declare -A RESULT BOOKED BALANCE
 # ---------------------------------------------------------------------------
 set_the_stage() {
     fencing_deps
-    fencing_build
+    fencing_build ""
     # the preload gives the guard its counters (fencing.stats)
     fencing_cluster_start demo "shared_preload_libraries = 'fencing'"
     export PATH="$FENCING_BINDIR:$PATH" PGUSER=postgres PGDATABASE=shop
@@ -527,41 +527,42 @@ rejected_count() {
     printf '%d of %d' "$(grep -c ' rejected ' "$f")" "$(wc -l <"$f")"
 }
 
+# one row of the tables below: a label and three columns
+table_row() { printf '  %-36s %-18s %-18s %s\n' "$@"; }
+
 compare() {
-    local row='  %-36s %-18s %-18s %s\n'
     printf '\n=== With and without fencing (runs 1 to 3) ===\n'
-    printf "$row" "" "with advance()" "without fencing" "with the guard"
-    printf "$row" "worker B's writes (the lock holder)" \
+    table_row "" "with advance()" "without fencing" "with the guard"
+    table_row "worker B's writes (the lock holder)" \
         "$(outcome "${RESULT[fenced.B]:-none}")" "$(outcome "${RESULT[unfenced.B]:-none}")" \
         "$(outcome "${RESULT[guarded.B]:-none}")"
-    printf "$row" "worker A's writes (lock expired)" \
+    table_row "worker A's writes (lock expired)" \
         "$(outcome "${RESULT[fenced.A]:-none}")" "$(outcome "${RESULT[unfenced.A]:-none}")" \
         "$(outcome "${RESULT[guarded.A]:-none}")"
-    printf "$row" "  of them rejected by PostgreSQL" \
+    table_row "  of them rejected by PostgreSQL" \
         "$(rejected_count fenced A)" "$(rejected_count unfenced A)" "$(rejected_count guarded A)"
-    printf "$row" "payouts booked for r-1 (25.00)" \
+    table_row "payouts booked for r-1 (25.00)" \
         "${BOOKED[fenced]:-?}" "${BOOKED[unfenced]:-?}" "${BOOKED[guarded]:-?}"
-    printf "$row" "merchant balance (was 100.00)" \
+    table_row "merchant balance (was 100.00)" \
         "$(demo_cents "${BALANCE[fenced]:-0}")" "$(demo_cents "${BALANCE[unfenced]:-0}")" \
         "$(demo_cents "${BALANCE[guarded]:-0}")"
 }
 
 compare_more() {
-    local row='  %-36s %-18s %-18s %s\n'
     printf '\n=== The idempotency key and the lease (runs 4 to 6) ===\n'
-    printf "$row" "" "key (run 4)" "lease (run 5)" "lease check (run 6)"
-    printf "$row" "worker B's writes" \
+    table_row "" "key (run 4)" "lease (run 5)" "lease check (run 6)"
+    table_row "worker B's writes" \
         "$(outcome "${RESULT[idem.B]:-none}")" "$(outcome "${RESULT[leased.B]:-none}")" "(no worker B)"
-    printf "$row" "worker A's writes (after its pause)" \
+    table_row "worker A's writes (after its pause)" \
         "$(outcome "${RESULT[idem.A]:-none}")" "$(outcome "${RESULT[leased.A]:-none}")" \
         "$(outcome "${RESULT[lease_guarded.A]:-none}")"
-    printf "$row" "  refused by" "idem_complete" "the guard's fence" "the guard's lease"
-    printf "$row" "bookings (refund r-2 / r-1)" \
+    table_row "  refused by" "idem_complete" "the guard's fence" "the guard's lease"
+    table_row "bookings (refund r-2 / r-1)" \
         "${BOOKED[idem]:-?}" "${BOOKED[leased]:-?}" "${BOOKED[lease_guarded]:-?} (A must retry)"
-    printf "$row" "merchant balance (was 100.00)" \
+    table_row "merchant balance (was 100.00)" \
         "$(demo_cents "${BALANCE[idem]:-0}")" "$(demo_cents "${BALANCE[leased]:-0}")" \
         "$(demo_cents "${BALANCE[lease_guarded]:-0}")"
-    printf "$row" "refunds the payment provider sent" "${PSP_SENT:-?} (40.00)" "-" "-"
+    table_row "refunds the payment provider sent" "${PSP_SENT:-?} (40.00)" "-" "-"
 }
 
 # DEMO_SCRAPE=1: the fencing metrics of one scrape of the exporter

@@ -45,7 +45,7 @@ done
 
 fencing_deps
 fencing_build ""
-cd "$FENCING_WORK"
+cd "$FENCING_WORK" || exit 1
 fencing_cluster_start bench "shared_preload_libraries = 'fencing'"
 scripts=$FENCING_WORK/ddl-scripts
 cp -a "$here/scripts" "$scripts"
@@ -93,12 +93,12 @@ iters=${FENCING_BENCH_ITERATIONS:-200}
 # utime + stime of the backend itself, in clock ticks (fields 14 and 15)
 cpu="(SELECT f[12]::bigint + f[13]::bigint FROM pg_catalog.string_to_array(pg_catalog.split_part(pg_catalog.pg_read_file('/proc/self/stat'), ') ', 2), ' ') f)"
 run() {
-    local db=$1 script=$2 sqlfile=$FENCING_WORK/ddl-$2 i out
+    local db=$1 script=$2 sqlfile=$FENCING_WORK/ddl-$2 out
     if [ ! -f "$sqlfile" ]; then
         {
             echo 'SELECT clock_timestamp() AS t0 \gset'
             echo "SELECT 'cpu_before', $cpu;"
-            for i in $(seq 1 "$iters"); do
+            for _ in $(seq 1 "$iters"); do
                 grep -v '^\\set\|^--' "$scripts/$script" | sed 's/:c\b/1/g'
             done
             echo "SELECT 'cpu_after', $cpu;"
@@ -123,6 +123,7 @@ for script in ddl_mix.sql ddl_temp.sql; do
         else
             f=$(run fenced "$script"); p=$(run plain "$script")
         fi
+        # shellcheck disable=SC2086  # two numbers each: split on purpose
         set -- $p $f
         ratio=$(awk -v f="$3" -v p="$1" 'BEGIN { printf "%.3f", (p > 0) ? f / p : 0 }')
         wratio=$(awk -v f="$4" -v p="$2" 'BEGIN { printf "%.3f", (p > 0) ? f / p : 0 }')
@@ -155,7 +156,7 @@ instructions() {
     if [ ! -f "$file" ]; then
         {
             echo 'SELECT pg_backend_pid();'
-            for i in $(seq 1 "$n"); do
+            for _ in $(seq 1 "$n"); do
                 grep -v '^\\set\|^--' "$scripts/$script" | sed 's/:c\b/1/g'
             done
         } >"$file"
@@ -164,18 +165,19 @@ instructions() {
     # a fresh copy of the database for each count
     psql_as -d postgres -c "DROP DATABASE IF EXISTS cg_run" -c "CREATE DATABASE cg_run TEMPLATE ${db}_tpl" >/dev/null
     pid=$(fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -d cg_run -f "$file" | head -1)
-    for i in $(seq 1 30); do
+    for _ in $(seq 1 30); do
         grep -q '^totals:\|^summary:' "$cg_out/cg.$pid" 2>/dev/null && break
         sleep 1
     done
     sed -n 's/^\(totals\|summary\): *\([0-9]*\).*/\2/p' "$cg_out/cg.$pid" | head -1
 }
+declare -A ir
 for script in ddl_mix.sql ddl_temp.sql; do
     for db in plain fenced; do
         a=$(instructions "$db" "$script" 5)
         b=$(instructions "$db" "$script" 25)
-        eval "ir_$db=\$(( (b - a) / 20 ))"
+        ir[$db]=$(( (b - a) / 20 ))
     done
     printf '%-13s instructions per iteration: plain %d, fenced %d, ratio %s (target <= 1.05)\n' \
-        "$script" "$ir_plain" "$ir_fenced" "$(awk -v f="$ir_fenced" -v p="$ir_plain" 'BEGIN { printf "%.3f", f / p }')"
+        "$script" "${ir[plain]}" "${ir[fenced]}" "$(awk -v f="${ir[fenced]}" -v p="${ir[plain]}" 'BEGIN { printf "%.3f", f / p }')"
 done

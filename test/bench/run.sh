@@ -247,6 +247,7 @@ check_total() {
 # is its ledger's newest token, and every key is done, holding the result
 # that names its order, one order per key (the floor's and the helpers').
 floor_statement() {
+    # shellcheck disable=SC1003  # '^\\' is the regex of a leading backslash
     grep -v -e '^\\' -e '^--' "$WORK/scripts/insert_floor.sql"
 }
 
@@ -325,7 +326,7 @@ self_check_after() {
                                                              AND k.key = 'order:' || o.ref))" 2>&1) ||
             { problem "$keys check failed: $out"; continue; }
         read -r nk no nbad <<<"$out"
-        [ "$nk" = "$no" ] && [ "$nbad" = 0 ] ||
+        { [ "$nk" = "$no" ] && [ "$nbad" = 0 ]; } ||
             problem "$keys: $nk keys and $no orders in $orders; $nbad keys not done or not naming their order"
     done
 }
@@ -338,7 +339,7 @@ EPOCH=1
 # "sync group name round tps tps_script1 tps_script2" to the results.
 run_variant() {
     local sync=$1 group=$2 name=$3 scripts=$4 table=$5 round=$6 marked=$7
-    local files=() s before after out st tps marks0 stale0 dm dstale
+    local files=() s before out st tps marks0 stale0 dm dstale
     local -a per=()
     EPOCH=$((EPOCH + 1))
     IFS=, read -ra s <<<"$scripts"
@@ -671,7 +672,7 @@ for sync in $SYNC_MODES; do
             mapfile -t vs < <(awk -F'|' -v g="$group" '$1 == g' <<<"$VARIANTS")
             [ ${#vs[@]} -eq 0 ] && continue
             for i in $(seq 0 $((${#vs[@]} - 1))); do
-                IFS='|' read -r _ name label scripts table marked \
+                IFS='|' read -r _ name _ scripts table marked \
                     <<<"${vs[$(((i + round - 1) % ${#vs[@]}))]}"
                 run_variant "$sync" "$group" "$name" "$scripts" "$table" "$round" "$marked"
             done

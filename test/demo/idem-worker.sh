@@ -135,7 +135,7 @@ fi
 #    key what became of the request, as a client's retry would.
 outcome=$(cut -d ' ' -f 2- "$DEMO_RUN/$name.steps")
 claim || demo_finish "$outcome"
-if [ "$state" = done ]; then
+if [ "$state" = "done" ]; then
     echo "$result" >"$DEMO_RUN/$name.replayed"
     demo_event "$who" "idem_begin('$key') again -> done: $result, replayed to the client"
 fi

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/demo/lib.sh: the plumbing of the demo, shared by the orchestrator
 # (test/demo.sh) and the workers (test/demo/worker.sh).  Source it from bash
 # after test/lib/common.sh (the orchestrator) or on its own (a worker).
@@ -282,6 +283,7 @@ demo_write_step() {
     what=$(sed -n 's/^-- timeline: //p' "$file" | head -1)
     what=${what:-$step}
     what=${what//'{amount}'/$(demo_cents "$amount")}
+    # shellcheck disable=SC2154  # token: the worker's (worker.sh), set before each step
     if demo_psql -v VERBOSITY=verbose -v worker="$name" -v token="$token" \
         -v amount="$amount" "${DEMO_STEP_VARS[@]}" <"$file" 2>"$err"; then
         echo "$step committed" >>"$DEMO_RUN/$name.steps"

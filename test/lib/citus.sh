@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/citus.sh: Citus for the test suite, built from a source tarball
 # and cached.  Source it after test/lib/common.sh.
 #
@@ -34,7 +35,7 @@ fencing_citus_supports() {
 }
 
 fencing_citus_pick() {
-    local src f v best= bestv= files=()
+    local src f v best='' bestv='' files=()
     for src in "$@"; do
         if [ -d "$src" ]; then
             files+=("$src"/citus-*.tar.gz)
@@ -76,7 +77,7 @@ fencing_citus_deps() {
 # declaration".  Rename Citus' copy with a #define placed just before it
 # (the calls after it follow the rename); no other change to the source.
 fencing_citus_compat_fix() {
-    local tree=$1 compat=$1/src/include/pg_version_compat.h
+    local compat=$1/src/include/pg_version_compat.h
     local server_inc
     server_inc=$("$FENCING_SYS_BINDIR/pg_config" --includedir-server)
     [ -f "$compat" ] || return 0

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/common.sh: shared set-up for the demo, the test suite and the
 # benchmarks.  Source it from bash; it defines functions and changes nothing
 # until they are called.
@@ -20,6 +21,8 @@
 #                                initdb + start a throwaway cluster as the
 #                                postgres OS user; sets PGHOST, PGPORT, PGDATA
 #   fencing_cleanup              stop every cluster started, remove the work dir
+#   fencing_diag                 print stdin as TAP diagnostics: "# line"
+#   fencing_diag_prefix PREFIX   ... as "# PREFIXline"
 #   fencing_regress KIND OUTDIR [make VAR=value...]
 #                                the regression tests of KIND (regress or
 #                                isolation) through `make installcheck`, as
@@ -34,6 +37,7 @@ set -o pipefail
 
 FENCING_ROOT=${FENCING_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 FENCING_PGVER=${FENCING_PGVER:-15}
+# shellcheck disable=SC2034  # read by check.sh, which sources this file
 FENCING_PGVERSIONS="15 18"      # the servers every suite runs on
 FENCING_CLUSTERS=()
 . "$(dirname "${BASH_SOURCE[0]}")/pg18.sh"
@@ -51,6 +55,11 @@ fencing_sys_bindir() {
 fencing_sys_bindir
 
 fencing_log() { printf '==> %s\n' "$*" >&2; }
+fencing_diag_prefix() {
+    local line
+    while IFS= read -r line || [ -n "$line" ]; do printf '# %s%s\n' "$1" "$line"; done
+}
+fencing_diag() { fencing_diag_prefix ""; }
 fencing_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # Choose the server version the following calls use.
@@ -119,8 +128,8 @@ fencing_apt_install() {
 # while another apt run holds the lists lock, which apt's lock timeouts do
 # not cover: on a shared machine a concurrent apt-get update is no failure.
 fencing_apt_update() {
-    local i out
-    for i in $(seq 1 180); do
+    local out
+    for _ in $(seq 1 180); do
         out=$(apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900 "$@" update -qq 2>&1) && return 0
         case $out in
         *"Could not get lock"*|*"Unable to lock"*) sleep 5 ;;
@@ -224,7 +233,7 @@ fencing_free_port() {
     range=10000-$((lo - 1))
     # FENCING_PORTS=LO-HI: only ports of that range (a shared host)
     if [ -n "${FENCING_PORTS:-}" ]; then
-        [[ $FENCING_PORTS =~ ^([0-9]+)-([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ] ||
+        { [[ $FENCING_PORTS =~ ^([0-9]+)-([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -le "${BASH_REMATCH[2]}" ]; } ||
             fencing_die "FENCING_PORTS must be LO-HI, for example 25000-25099 (it is \"$FENCING_PORTS\")"
         range=$FENCING_PORTS
     fi
@@ -263,7 +272,9 @@ fencing_cluster_start() {
         for line in "$@"; do echo "$line"; done
     } >>"$PGDATA/postgresql.conf"
     # FENCING_START_ENV: VAR=value words for the postmaster (LD_PRELOAD, ...)
-    fencing_as_postgres env ${FENCING_START_ENV:-} "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -l "$dir/server.log" -w start \
+    local start_env
+    read -r -a start_env <<<"${FENCING_START_ENV:-}"
+    fencing_as_postgres env "${start_env[@]}" "$FENCING_BINDIR/pg_ctl" -D "$PGDATA" -l "$dir/server.log" -w start \
         >/dev/null || { cat "$dir/server.log" >&2; fencing_die "server failed to start"; }
     FENCING_CLUSTERS+=("$PGDATA")
 }

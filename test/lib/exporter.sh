@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/exporter.sh: Debian's prometheus-postgres-exporter with the
 # query file of monitoring/, for the monitoring suite and the demo.  Source
 # it after test/lib/common.sh; it defines functions and changes nothing
@@ -29,7 +30,7 @@ fencing_exporter_install() {
 }
 
 fencing_exporter_start() {
-    local db=$1 port dir=$FENCING_WORK/exporter i
+    local db=$1 port dir=$FENCING_WORK/exporter
     mkdir -p "$dir"
     rm -f "$dir/pid"
     cp "$FENCING_ROOT/monitoring/postgres-exporter-queries.yaml" "$dir/queries.yaml"
@@ -37,6 +38,7 @@ fencing_exporter_start() {
     port=$(fencing_free_port)
     # the shell writes its pid and execs the exporter: the pid is the
     # exporter's, to be stopped by it alone
+    # shellcheck disable=SC2016  # the sh -c script expands its own arguments
     runuser -u postgres -- env \
         DATA_SOURCE_NAME="host=127.0.0.1 port=$PGPORT user=postgres dbname=$db sslmode=disable" \
         sh -c 'echo $$ > "$1/pid"; exec prometheus-postgres-exporter \
@@ -46,7 +48,7 @@ fencing_exporter_start() {
         sh "$dir" "$port" >"$dir/exporter.log" 2>&1 &
     FENCING_EXPORTER_DIR=$dir
     FENCING_EXPORTER_URL=http://127.0.0.1:$port/metrics
-    for i in $(seq 1 100); do
+    for _ in $(seq 1 100); do
         # The pid is read only once the exporter answers: the shell wrote
         # it before it became the exporter.  (Looking for it before asking
         # lost it whenever the exporter came up while curl was starting,
@@ -71,14 +73,14 @@ fencing_exporter_fencing() {
 }
 
 fencing_exporter_stop() {
-    local pid=$FENCING_EXPORTER_PID i
+    local pid=$FENCING_EXPORTER_PID
     if [ -z "$pid" ] && [ -n "$FENCING_EXPORTER_DIR" ] && [ -s "$FENCING_EXPORTER_DIR/pid" ]; then
         pid=$(cat "$FENCING_EXPORTER_DIR/pid")
     fi
     if [ -n "$pid" ]; then
         kill "$pid" 2>/dev/null
         # gone before the caller removes its directory or checks for it
-        for i in $(seq 1 50); do
+        for _ in $(seq 1 50); do
             kill -0 "$pid" 2>/dev/null || break
             sleep 0.1
         done

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/locksvc.sh: real lock services for the locksvc suite: etcd (one
 # member), ZooKeeper (a three-server ensemble on one machine), Redis and
 # PgBouncer, all from Debian's packages, each on free ports of 127.0.0.1,
@@ -230,9 +231,9 @@ locksvc_zk_configure() {
     local i j
     declare -g -a LOCKSVC_ZK_PORT LOCKSVC_ZK_QUORUM LOCKSVC_ZK_ELECTION LOCKSVC_ZK_PID
     for i in $(seq 1 $LOCKSVC_ZK_N); do
-        LOCKSVC_ZK_PORT[$i]=$(fencing_free_port)
-        LOCKSVC_ZK_QUORUM[$i]=$(fencing_free_port)
-        LOCKSVC_ZK_ELECTION[$i]=$(fencing_free_port)
+        LOCKSVC_ZK_PORT[i]=$(fencing_free_port)
+        LOCKSVC_ZK_QUORUM[i]=$(fencing_free_port)
+        LOCKSVC_ZK_ELECTION[i]=$(fencing_free_port)
     done
     LOCKSVC_ZK=
     for i in $(seq 1 $LOCKSVC_ZK_N); do
@@ -266,18 +267,19 @@ locksvc_zk_server_start() {
         -Dzookeeper.root.logger=WARN,CONSOLE -Dzookeeper.log.dir="$d" \
         -cp "$d/conf:/usr/share/java/zookeeper.jar" \
         org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/conf/zoo.cfg"
-    LOCKSVC_ZK_PID[$i]=$LOCKSVC_PID
+    LOCKSVC_ZK_PID[i]=$LOCKSVC_PID
 }
 
 locksvc_zk_server_stop() {
     local i=$1
     [ -n "${LOCKSVC_ZK_PID[$i]:-}" ] && locksvc_stop_group "${LOCKSVC_ZK_PID[$i]}"
-    LOCKSVC_ZK_PID[$i]=
+    LOCKSVC_ZK_PID[i]=
 }
 
 # A four-letter word to server I ("srvr", "ruok").
 locksvc_zk_4lw() {
     local i=$1 word=$2
+    # shellcheck disable=SC2016  # expanded by that bash, from its arguments
     timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' \
         sh "${LOCKSVC_ZK_PORT[$i]}" "$word" 2>/dev/null
 }
@@ -333,7 +335,7 @@ locksvc_zk_stop() {
     done
     wait "${stoppers[@]}"
     for i in $(seq 1 $LOCKSVC_ZK_N); do
-        LOCKSVC_ZK_PID[$i]=
+        LOCKSVC_ZK_PID[i]=
     done
 }
 
@@ -393,7 +395,6 @@ EOF
     chown -R postgres: "$d"
     # PgBouncer refuses to run as root
     locksvc_spawn pgbouncer "$d/stdout.log" runuser -u postgres -- pgbouncer "$d/pgbouncer.ini"
-    LOCKSVC_PGBOUNCER_PID=$LOCKSVC_PID
     locksvc_wait "pgbouncer on port $LOCKSVC_PGBOUNCER_PORT" 30 \
         psql -X -At -h 127.0.0.1 -p "$LOCKSVC_PGBOUNCER_PORT" -U postgres -d "$db" -c 'SELECT 1' ||
         { cat "$d/pgbouncer.log" "$d/stdout.log" >&2; return 1; }
@@ -436,9 +437,10 @@ locksvc_worker_thaw() { kill -CONT -- "-${LOCKSVC_W_PID[$1]}"; }
 locksvc_worker_stop() {
     local name=$1
     [ -n "${LOCKSVC_W_IN[$name]:-}" ] || return 0
-    printf 'quit\n' >&"${LOCKSVC_W_IN[$name]}" 2>/dev/null
-    exec {LOCKSVC_W_IN[$name]}>&-
-    exec {LOCKSVC_W_OUT[$name]}<&-
+    local fd_in=${LOCKSVC_W_IN[$name]} fd_out=${LOCKSVC_W_OUT[$name]}
+    printf 'quit\n' 1>&"$fd_in" 2>/dev/null
+    exec {fd_in}>&-
+    exec {fd_out}<&-
     locksvc_stop_group "${LOCKSVC_W_PID[$name]}"
     unset "LOCKSVC_W_IN[$name]" "LOCKSVC_W_OUT[$name]"
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/pg18.sh: PostgreSQL 18 for the test harness, built from source
 # into a private prefix once and cached.  Sourced by test/lib/common.sh.
 #
@@ -77,7 +78,7 @@ fencing_apt_src_orig() {
     # so the directory must be writable for it)
     chmod 777 "$PWD"
     apt-get source --download-only --tar-only -qq "$1" >"$PWD/apt.log" 2>&1
-    ls -1 "$PWD"/"$1"_*.orig.tar.* 2>/dev/null | head -1
+    compgen -G "$PWD/$1_*.orig.tar.*" | sort | head -1
 }
 
 # Run "$@" with an exclusive lock on $1 (a lock file), waiting for it.
@@ -112,13 +113,15 @@ fencing_pg18_build() {
         ./configure --prefix="$dest" "${FENCING_PG18_CONFIGURE[@]}" \
             CFLAGS="$FENCING_PG18_CFLAGS" >"$stage/configure.log" 2>&1
         make -s -j"$jobs" world-bin >"$stage/make.log" 2>&1
-        make -s install-world-bin DESTDIR="$stage/root" >>"$stage/make.log" 2>&1
-        # what PGXS's installcheck and the TAP tests of an extension need:
-        # pg_isolation_regress and isolationtester (not part of world-bin's
-        # install) and the Perl test modules (installed by install-world-bin
-        # only with --enable-tap-tests, which is set)
-        make -s -C src/test/isolation install DESTDIR="$stage/root" >>"$stage/make.log" 2>&1
-        make -s -C src/test/perl install DESTDIR="$stage/root" >>"$stage/make.log" 2>&1
+        # then what PGXS's installcheck and the TAP tests of an extension
+        # need: pg_isolation_regress and isolationtester (not part of
+        # world-bin's install) and the Perl test modules (installed by
+        # install-world-bin only with --enable-tap-tests, which is set)
+        {
+            make -s install-world-bin DESTDIR="$stage/root"
+            make -s -C src/test/isolation install DESTDIR="$stage/root"
+            make -s -C src/test/perl install DESTDIR="$stage/root"
+        } >>"$stage/make.log" 2>&1
     ) || { tail -40 "$stage"/make.log "$stage"/configure.log >&2 2>/dev/null
            rm -rf "$stage"; fencing_die "PostgreSQL $version build failed"; }
     echo "PostgreSQL $version, $(basename "$tarball"), configure ${FENCING_PG18_CONFIGURE[*]} CFLAGS=$FENCING_PG18_CFLAGS, built $(date -u +%FT%TZ) in $((SECONDS - t0)) s" \
@@ -182,7 +185,7 @@ fencing_pg18_install() {
         fi
         if [ -z "${version:-}" ]; then
             # no network: the newest build in the cache, if any
-            version=$(ls -1d "$FENCING_CACHE"/postgresql-18.*-"$hash" 2>/dev/null \
+            version=$(compgen -G "$FENCING_CACHE/postgresql-18.*-$hash" \
                 | sed "s|.*/postgresql-||; s|-$hash\$||" | sort -V | tail -1)
             [ -n "$version" ] || fencing_die "PostgreSQL 18: no source (set FENCING_PG18_SRC, or allow apt-get source postgresql-18)"
         fi
@@ -207,7 +210,7 @@ fencing_pg18_install() {
 
     # pgTAP for it: any cached build against this prefix will do
     local tapdir
-    tapdir=$(ls -1d "$FENCING_CACHE"/pgtap-*-for-"$(basename "$dest")" 2>/dev/null | sort -V | tail -1)
+    tapdir=$(compgen -G "$FENCING_CACHE/pgtap-*-for-$(basename "$dest")" | sort -V | tail -1)
     if [ -z "$tapdir" ]; then
         fencing_pg18_apt_source || fencing_die "pgTAP for PostgreSQL 18 needs apt-get source pgtap"
         local tapver

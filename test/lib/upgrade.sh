@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # test/lib/upgrade.sh: helpers of the upgrade suites (test/suites/update.sh,
 # test/suites/pg_upgrade.sh).  Source after test/lib/common.sh.
 #
@@ -76,7 +77,7 @@ fencing_update_paths() {
         echo "$path"
         return
     fi
-    for next in $(cd "$FENCING_ROOT/sql" && ls -1 "fencing--$from--"*.sql 2>/dev/null \
+    for next in $(cd "$FENCING_ROOT/sql" && compgen -G "fencing--$from--*.sql" \
                   | sed "s/^fencing--$from--//; s/\.sql$//" | sort -V); do
         case " $path " in *" $next "*) continue ;; esac    # no cycles
         fencing_update_paths "$next" "$to" "$path $next"
@@ -94,9 +95,8 @@ fencing_inst_dir() {
 fencing_install_files() {
     local from=$1 to=$2 f d
     d=$(fencing_inst_dir "$to" pkglibdir)
-    for f in "$(fencing_inst_dir "$from" pkglibdir)"/fencing.so; do
-        cp "$f" "$d/.fencing.so.new" && mv -f "$d/.fencing.so.new" "$d/fencing.so"
-    done
+    f=$(fencing_inst_dir "$from" pkglibdir)/fencing.so
+    cp "$f" "$d/.fencing.so.new" && mv -f "$d/.fencing.so.new" "$d/fencing.so"
     if [ -d "$(fencing_inst_dir "$from" pkglibdir)/bitcode/fencing" ]; then
         rm -rf "$d/bitcode/fencing" "$d/bitcode/fencing.index.bc"
         cp -a "$(fencing_inst_dir "$from" pkglibdir)"/bitcode/fencing* "$d/bitcode/"

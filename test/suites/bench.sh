@@ -8,6 +8,7 @@
 # found as a diagnostic.
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
 log=$FENCING_WORK/bench.log
 env -u FENCING_WORK -u PGHOST -u PGPORT -u PGDATA \

@@ -13,7 +13,9 @@
 # accepted, and counts rows after.  Prints TAP.
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/citus.sh
 . "$FENCING_ROOT/test/lib/citus.sh"
 
 if [ -z "${FENCING_CITUS_SRC:-}" ]; then
@@ -843,10 +845,10 @@ fences_of() {
              WHERE scope_name = 'public.ledger' AND key::json->>1 = '5' AND key::json->>0 LIKE '$1%'"
 }
 ma=5
-mk=$(shard_of ledger $ma)
-mfrom=$(node_name_by_port "$(node_of_shard "$mk")")
+mshard=$(shard_of ledger $ma)
+mfrom=$(node_name_by_port "$(node_of_shard "$mshard")")
 mto=$(for node in w1 w2 w3; do [ "$node" != "$mfrom" ] && echo $node; done | head -1)
-msk=$(q coord "SELECT s.shardid FROM pg_dist_shard s, pg_dist_shard l WHERE l.shardid = $mk
+msk=$(q coord "SELECT s.shardid FROM pg_dist_shard s, pg_dist_shard l WHERE l.shardid = $mshard
                AND s.logicalrelid = '$storage'::regclass AND s.shardminvalue = l.shardminvalue")
 mstorage=$(q coord "SELECT shard_name('$storage', $msk)")
 session_open hooks 8
@@ -854,7 +856,7 @@ printf 'SELECT pg_advisory_lock(55152, 44000);\nSELECT pg_advisory_lock(44000, 5
 for i in $(seq 600); do [ -e "$tdir/hooks.held" ] && break; sleep 0.1; done
 session_open transfer 9
 printf "SET citus.running_under_citus_test_suite = on;\nSELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s);\n\\\\! touch %s/transfer.done\n" \
-    "$mk" "${PORT[$mfrom]}" "${PORT[$mto]}" "$tdir" >&9
+    "$mshard" "${PORT[$mfrom]}" "${PORT[$mto]}" "$tdir" >&9
 for i in $(seq 600); do [ "$(hook_waiting 55152 44000)" = 1 ] && break; sleep 0.1; done
 # 1. the slot is made, the copy not yet: new keys, and a DELETE whose token
 # only the fences carry
@@ -870,7 +872,7 @@ for i in $(seq 1200); do
     [ "$(fences_awaited "$mto")" -gt 0 ] && { waited=1; free_fences "$mto" "$mstorage"; }
     sleep 0.1
 done
-ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope move: the guard arrives on the new shard only after the fences of the writes replayed before it"
+ok "$([ -n "$waited" ] && echo 0 || echo 1)" "key scope move: the guard arrives on the new shard only after the fences of the writes replayed before it"
 # 2. caught up, the guard on the new shard, writes not yet blocked: more
 # writes, a key changed by an UPDATE, another DELETE with a token
 hold_fences "$mto" "$mstorage" 95:0
@@ -888,7 +890,7 @@ for i in $(seq 1200); do
         waited=1
         (qt "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 40013, 'mv0', '95:14')" >"$tdir/blocked.out" 2>&1) &
         bpid=$!
-        for j in $(seq 600); do
+        for _ in $(seq 600); do
             [ "$(q coord "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ledger%40013%'")" -gt 0 ] && break
             sleep 0.1
         done
@@ -898,15 +900,15 @@ for i in $(seq 1200); do
     fi
     sleep 0.1
 done
-ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope move: the transfer, writes blocked, waits for the fences of the writes replayed after the guard arrived"
+ok "$([ -n "$waited" ] && echo 0 || echo 1)" "key scope move: the transfer, writes blocked, waits for the fences of the writes replayed after the guard arrived"
 for i in $(seq 1200); do [ -e "$tdir/transfer.done" ] && break; sleep 0.1; done
 exec 9>&-
 free_fences "$mto" "$mstorage"
 [ -z "$waited" ] && qt "INSERT INTO ledger (acct, id, book, fence) VALUES ($ma, 40013, 'mv0', '95:14')" >"$tdir/blocked.out" 2>&1
-is "$(cat "$tdir/transfer.out")" "" "key scope: citus_move_shard_placement of ledger shard $mk ($mfrom to $mto), writes in each of its phases"
+is "$(cat "$tdir/transfer.out")" "" "key scope: citus_move_shard_placement of ledger shard $mshard ($mfrom to $mto), writes in each of its phases"
 q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
 is "$out$(cat "$tdir/blocked.out")" "" "... every write accepted"
-is "$(node_name_by_port "$(node_of_shard "$mk")")" "$mto" "... the shard is on $mto"
+is "$(node_name_by_port "$(node_of_shard "$mshard")")" "$mto" "... the shard is on $mto"
 is "$(q coord "SELECT count(*) FROM ledger WHERE acct = $ma AND id > 40000")" "13" "... with all 13 rows written during the move"
 is "$(fences_of mv)" "mv0=95:14,mv1=95:13,mv2=95:13,mvd=95:50,mve=95:60" \
     "... and every key's fence is its highest accepted token, a DELETE's too"
@@ -948,7 +950,7 @@ for node in w1 w2; do for s in ${held[$node]}; do free_fences $node "$s"; done; 
 for i in $(seq 1200); do [ -e "$tdir/transfer.done" ] && break; sleep 0.1; done
 exec 9>&- 8>&-
 wait "${tpids[@]}"
-ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope split: the split, writes blocked, waits for the fences of the writes replayed into the new shards"
+ok "$([ -n "$waited" ] && echo 0 || echo 1)" "key scope split: the split, writes blocked, waits for the fences of the writes replayed into the new shards"
 is "$(cat "$tdir/transfer.out")" "" "key scope: citus_split_shard_by_split_points of ledger shard $sk, writes at its last catch-up"
 q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
 is "$out" "" "... every write accepted"
@@ -990,7 +992,7 @@ free_fences "$cto" "$cledger"
 for i in $(seq 1200); do [ -e "$tdir/transfer.done" ] && break; sleep 0.1; done
 exec 9>&- 8>&-
 wait "${tpids[@]}"
-ok $([ -n "$waited" ] && echo 0 || echo 1) "key scope move: the stream of fences waits for the rows of the same writes"
+ok "$([ -n "$waited" ] && echo 0 || echo 1)" "key scope move: the stream of fences waits for the rows of the same writes"
 is "$(cat "$tdir/transfer.out")" "" "key scope: citus_move_shard_placement of ledger shard $ck ($cfrom to $cto), its rows held back on $cto"
 q coord "CALL citus_cleanup_orphaned_resources()" >/dev/null 2>&1
 is "$out" "" "... every write accepted"

@@ -20,7 +20,9 @@
 #
 # Run by test/check.sh (FENCING_SUITES=client_go).  Prints TAP.
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/locksvc.sh
 . "$FENCING_ROOT/test/lib/locksvc.sh"
 
 GODIR=$FENCING_ROOT/clients/go
@@ -101,6 +103,7 @@ t=$SECONDS
 (cd "$LOCKSVC_DIR" && "$BIN/fencing.test" -test.v -test.count=1 -test.timeout=170s) >"$LOCKSVC_DIR/test.log" 2>&1
 rc=$?
 tests=0
+# shellcheck disable=SC2094  # test.log is only read, by the loop and inside it
 while IFS= read -r line; do
     if [[ $line =~ ^---\ (PASS|FAIL|SKIP):\ (Test[A-Za-z0-9_]+)\ \(([0-9.]+)s\) ]]; then
         tests=$((tests + 1))
@@ -154,10 +157,10 @@ fi
 
 # The benchmark: the library against the same by hand.
 if out=$(cd "$LOCKSVC_DIR" && "$BIN/bench" -n 1500 2>&1); then
-    echo "$out" | sed 's/^/# /'
+    fencing_diag <<<"$out"
     ok "bench: a fenced transaction through the library and by hand, interleaved"
 else
-    echo "$out" | sed 's/^/# /'
+    fencing_diag <<<"$out"
     not_ok "bench"
 fi
 
@@ -166,6 +169,6 @@ left=$(locksvc_leftovers)
 if [ -z "$left" ]; then
     ok "no process of the run is left"
 else
-    echo "$left" | sed 's/^/# /'
+    fencing_diag <<<"$left"
     not_ok "no process of the run is left"
 fi

@@ -13,7 +13,9 @@
 #
 # Run by test/check.sh (FENCING_SUITES=client_python).  Prints TAP.
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/locksvc.sh
 . "$FENCING_ROOT/test/lib/locksvc.sh"
 
 PY=/usr/bin/python3             # Debian's, with the packages below

@@ -17,7 +17,9 @@
 #
 # Run by test/check.sh (FENCING_SUITES=client_typescript).  Prints TAP.
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/locksvc.sh
 . "$FENCING_ROOT/test/lib/locksvc.sh"
 
 SRC=$FENCING_ROOT/clients/typescript
@@ -156,8 +158,8 @@ check "the README's first example is examples/quickstart.ts, verbatim" \
     test "$readme_example" = "$(cat "$SRC/examples/quickstart.ts")"
 qs1=$(cd "$WORK" && PGDATABASE=${DB}_quickstart node build/examples/quickstart.js 2>&1)
 qs2=$(cd "$WORK" && PGDATABASE=${DB}_quickstart node build/examples/quickstart.js 2>&1)
-sed 's/^/# quickstart, first run:  /' <<<"$qs1"
-sed 's/^/# quickstart, second run: /' <<<"$qs2"
+fencing_diag_prefix "quickstart, first run:  " <<<"$qs1"
+fencing_diag_prefix "quickstart, second run: " <<<"$qs2"
 t1=$(sed -n 's/^invoice inv-1 paid with token \([0-9]*:[0-9]*\)$/\1/p' <<<"$qs1")
 t2=$(sed -n 's/^invoice inv-1 paid with token \([0-9]*:[0-9]*\)$/\1/p' <<<"$qs2")
 row=$("${PSQL[@]}" -d "${DB}_quickstart" -c "SELECT status || ' ' || fence::text FROM invoices WHERE id = 'inv-1'" 2>&1)
@@ -166,11 +168,11 @@ check "the quickstart runs as written on an empty database, twice: a new lease t
 
 # ---- the benchmark, a short run (numbers only: see bench/bench.ts) -----------
 if out=$(cd "$WORK" && FENCING_TS_BENCH_N=300 node build/bench/bench.js 2>&1); then
-    sed 's/^/# /' <<<"$out"
+    fencing_diag <<<"$out"
     ok "the benchmark runs (runFenced against the same transaction by hand, interleaved)"
 else
     not_ok "the benchmark runs"
-    sed 's/^/# /' <<<"$out" | tail -20
+    fencing_diag <<<"$out" | tail -20
 fi
 
 # ---- the storm ----------------------------------------------------------------

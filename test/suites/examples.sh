@@ -17,7 +17,9 @@
 # Uses the main cluster (PGHOST, PGPORT).  Run by test/check.sh
 # (FENCING_SUITES=examples); prints TAP.
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/locksvc.sh
 . "$FENCING_ROOT/test/lib/locksvc.sh"
 
 PY=/usr/bin/python3
@@ -61,6 +63,7 @@ export ETCD_HOST=127.0.0.1 ETCD_PORT=${LOCKSVC_ETCD##*:}
 export ZK_HOSTS=$LOCKSVC_ZK
 export NODE_PATH=$LOCKSVC_NODE_MODULES
 # Go builds share the compiled packages (pgx) of the locksvc suite's builds
+# shellcheck disable=SC2031  # the export in locksvc_build_go's subshell is its own
 export GOCACHE=$LOCKSVC_CACHE/gocache
 # the server's psql first, then Debian's python3 (with the packages above)
 export PATH=$FENCING_BINDIR:/usr/bin:/bin:$PATH

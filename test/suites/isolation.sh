@@ -8,6 +8,7 @@
 #   make installcheck REGRESS=            (PGHOST, PGPORT, PGUSER)
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
 fencing_regress isolation "$FENCING_WORK/isolation" >"$FENCING_WORK/isolation.tap"
 st=$?

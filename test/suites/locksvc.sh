@@ -24,7 +24,9 @@
 #
 # Run by test/check.sh (FENCING_SUITES=locksvc).  Prints TAP.
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/locksvc.sh
 . "$FENCING_ROOT/test/lib/locksvc.sh"
 
 PY=/usr/bin/python3             # Debian's, with kazoo and psycopg
@@ -205,7 +207,7 @@ pause_scenario() {
     freeze A
     local a_lock
     a_lock=$(jf lock)
-    if locksvc_wait "$svc: A's lock gone" 60 $gone "$a_lock"; then
+    if locksvc_wait "$svc: A's lock gone" 60 "$gone" "$a_lock"; then
         locksvc_event "$svc" "A's lock $a_lock is gone: its TTL ran out while A is frozen"
     else
         not_ok "$svc pause: the lock service lets A's lock go while A is frozen"
@@ -281,6 +283,7 @@ check "etcd mixed: A's Header.Revision $a_header > B's CreateRevision $b_create 
     [ "$a_header" -gt "$b_create" ]
 check "etcd mixed: the rightful next holder B, fenced with the other revision kind, is refused (SF001)" \
     [ "$RESULT" = SF001 ]
+# shellcheck disable=SC2016  # that evaluates its quoted condition when called
 check "etcd mixed: with one kind per fence B would win: create $b_create > $a_create, header $b_header > $a_header" \
     that '[ "$b_create" -gt "$a_create" ] && [ "$b_header" -gt "$a_header" ]'
 stop_worker B
@@ -349,6 +352,7 @@ if locksvc_zk_start; then
     start_zk B /locks/zk-leader
     locked B "kazoo Lock(/locks/zk-leader)"
     b_zxid=$(jf czxid)
+    # shellcheck disable=SC2016  # that evaluates its quoted condition when called
     check "zk leader change: the epoch went up ($((a_zxid >> 32)) -> $((b_zxid >> 32))) and the counter down ($((a_zxid & 0xffffffff)) -> $((b_zxid & 0xffffffff)))" \
         that '[ $((b_zxid >> 32)) -gt $((a_zxid >> 32)) ] && [ $((b_zxid & 0xffffffff)) -lt $((a_zxid & 0xffffffff)) ]'
     write B refund zk-leader
@@ -481,18 +485,20 @@ if locksvc_pgbouncer_start "$DB"; then
     pooled() { $PY "$CLIENTS/pooled.py" "$PDSN" "$@"; }
     field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
     for mode in set-local set-token; do
-        row=p-1; [ $mode = set-token ] && row=p-2
+        row='p-1'; [ "$mode" = set-token ] && row='p-2'
         first=$(pooled $mode 0:5 $row)
         next=$(pooled none - $row)
         echo "# $mode: client 1: $first; client 2 (no token): $next"
         check "pgbouncer, $mode: client 1 writes with its token 0:5" \
             [ "$(field result "$first")/$(field fence "$first")" = ok/0:5 ]
+        # shellcheck disable=SC2016  # that evaluates its quoted condition when called
         check "pgbouncer, $mode: client 2 on the same server connection (pid $(field pid "$first")) has no token: SF002" \
             that '[ "$(field pid "$next")" = "$(field pid "$first")" ] && [ "$(field result "$next")" = SF002 ]'
     done
     first=$(pooled session-set 0:7 p-3)
     next=$(pooled none - p-3)
     echo "# session-set: client 1 (SET fencing.token = '0:7', no write): $first; client 2 (no token): $next"
+    # shellcheck disable=SC2016  # that evaluates its quoted condition when called
     check "pgbouncer, session-level SET: client 2 (same server connection) writes with client 1's token 0:7: it leaked" \
         that '[ "$(field pid "$next")" = "$(field pid "$first")" ] && [ "$(field result "$next")/$(field fence "$next")" = ok/0:7 ]'
 else
@@ -538,15 +544,18 @@ snippet() {
 }
 for lang in python java go node; do
     out=$(snippet $lang 0:2 2>&1); st=$?
-    echo "$out" | sed "s/^/# $lang, token 0:2: /"
+    fencing_diag_prefix "$lang, token 0:2: " <<<"$out"
+    # shellcheck disable=SC2016  # that evaluates its quoted condition when called
     check "snippet $lang: a fresh token commits" that '[ $st -eq 0 ] && grep -qx "committed with token 0:2" <<<"$out"'
     out=$(snippet $lang 0:1 2>&1); st=$?
-    echo "$out" | sed "s/^/# $lang, token 0:1: /"
+    fencing_diag_prefix "$lang, token 0:1: " <<<"$out"
+    # shellcheck disable=SC2016  # that evaluates its quoted condition when called
     check "snippet $lang: an old token gets SF001, and the program stops (exit 3)" \
         that '[ $st -eq 3 ] && grep -q "^SF001: .*stale fence token 0:1" <<<"$out"'
     psql_shop -c "SELECT setval('inject_40001', 1, false)" >/dev/null
     out=$(snippet $lang 0:3 2>&1); st=$?
-    echo "$out" | sed "s/^/# $lang, token 0:3, one 40001: /"
+    fencing_diag_prefix "$lang, token 0:3, one 40001: " <<<"$out"
+    # shellcheck disable=SC2016  # that evaluates its quoted condition when called
     check "snippet $lang: a 40001 is retried, then it commits" \
         that '[ $st -eq 0 ] && grep -qx "40001: serialization failure, retrying" <<<"$out" &&
               grep -qx "committed with token 0:3" <<<"$out"'
@@ -560,5 +569,5 @@ done
 # ============================================================ the end
 locksvc_stop_all
 left=$(locksvc_leftovers)
-[ -n "$left" ] && echo "$left" | sed 's/^/# left: /'
+[ -n "$left" ] && fencing_diag_prefix "left: " <<<"$left"
 check "no server or worker of this run is left" [ -z "$left" ]

@@ -14,7 +14,9 @@
 # Run by test/check.sh (FENCING_SUITES=monitoring), which sets FENCING_ROOT,
 # FENCING_WORK, FENCING_BINDIR and PG_CONFIG.  Prints TAP.
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/exporter.sh
 . "$FENCING_ROOT/test/lib/exporter.sh"
 
 n=0
@@ -39,9 +41,9 @@ fi
 ok "prometheus-postgres-exporter $(prometheus-postgres-exporter --version 2>&1 | sed -n 's/.*version \([^ ]*\).*/\1/p' | head -1) and $(promtool --version 2>&1 | head -1 | cut -d' ' -f1-3) are installed"
 
 fencing_cluster_start monitoring "shared_preload_libraries = 'fencing'"
-psql_shop() { fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -d shop "$@"; }
+psql_shop() { fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -d shop; }
 fencing_as_postgres psql -X -q -d postgres -c 'CREATE DATABASE shop'
-psql_shop >/dev/null <<'SQL'
+if psql_shop >/dev/null <<'SQL'
 CREATE EXTENSION fencing;
 CREATE TABLE ledger (id bigserial PRIMARY KEY, account text NOT NULL,
                      amount int NOT NULL, fence fencing.fence);
@@ -58,8 +60,11 @@ COMMIT;
 SELECT fencing.lease_acquire('payouts', 'worker-a', '1 hour') IS NOT NULL;
 SELECT state FROM fencing.idem_begin('refund:r-2', '{"amount": 40}', lease => '1 hour');
 SQL
-[ $? -eq 0 ] && ok "a shop with two protected tables, a lease and a running idempotency key" ||
+then
+    ok "a shop with two protected tables, a lease and a running idempotency key"
+else
     not_ok "a shop with two protected tables, a lease and a running idempotency key"
+fi
 
 if fencing_exporter_start shop; then
     ok "the exporter serves $FENCING_EXPORTER_URL"
@@ -73,7 +78,7 @@ fencing_series() {
     fencing_exporter_fencing | grep -v '^#' | sort
 }
 before=$(fencing_series)
-echo "$before" | sed 's/^/# before: /'
+fencing_diag_prefix "before: " <<<"$before"
 
 # every counter of the views is exported as a Prometheus counter
 for m in accepted rejected_stale rejected_missing bypassed \
@@ -105,14 +110,14 @@ SELECT fencing.lease_renew('payouts', '0:1', '1 hour');
 SELECT * FROM fencing.idem_begin('refund:r-2', '{"amount": 40}', wait => false);
 SQL
 after=$(fencing_series)
-echo "$after" | sed 's/^/# after: /'
+fencing_diag_prefix "after: " <<<"$after"
 
 # compare the counters (the *_total series) of the two scrapes
 moved=$(join -a1 -a2 -e MISSING -o 0,1.2,2.2 \
             <(grep '_total{\|_total ' <<<"$before" | sed 's/ \([^ ]*\)$/\t\1/' | sort -t$'\t' -k1,1) \
             <(grep '_total{\|_total ' <<<"$after" | sed 's/ \([^ ]*\)$/\t\1/' | sort -t$'\t' -k1,1) \
             -t$'\t' | awk -F'\t' '$2 != $3 { printf "%s %s -> %s\n", $1, $2, $3 }')
-echo "$moved" | sed 's/^/# moved: /'
+fencing_diag_prefix "moved: " <<<"$moved"
 check "fencing_rejected_stale_total of public.ledger moved by exactly 1" \
     grep -q '^fencing_rejected_stale_total{.*table="public.ledger".*} 0 -> 1$' <<<"$moved"
 check "fencing_lease_renew_failed_total moved by exactly 1" \
@@ -130,13 +135,13 @@ fencing_as_postgres psql -X -q -d shop -c 'ALTER EVENT TRIGGER fencing_ddl_guard
 # promtool
 rules=$FENCING_ROOT/monitoring/fencing-alerts.yml
 out=$(promtool check rules "$rules" 2>&1); st=$?
-echo "$out" | sed 's/^/# /'
+fencing_diag <<<"$out"
 check "promtool check rules monitoring/fencing-alerts.yml" [ $st -eq 0 ]
 out=$(cd "$FENCING_ROOT/monitoring" && promtool test rules fencing-alerts.test.yml 2>&1); st=$?
-echo "$out" | sed 's/^/# /'
+fencing_diag <<<"$out"
 check "promtool test rules monitoring/fencing-alerts.test.yml" [ $st -eq 0 ]
 out=$(fencing_exporter_fencing | promtool check metrics 2>&1); st=$?
-[ -n "$out" ] && echo "$out" | sed 's/^/# /'
+[ -n "$out" ] && fencing_diag <<<"$out"
 check "promtool check metrics finds nothing to say about the fencing metrics" \
     test "$st" -eq 0 -a -z "$out"
 
@@ -146,6 +151,7 @@ pid=$FENCING_EXPORTER_PID
 fencing_exporter_stop
 check "the exporter (pid ${pid:-unknown}) is stopped and gone" \
     test -n "$pid" -a ! -e "/proc/${pid:-0}"
+# shellcheck disable=SC2016  # the sh -c script expands its own argument
 check "nothing answers on its port any more" \
     sh -c '! curl -sf -o /dev/null "$1"' sh "$FENCING_EXPORTER_URL"
 # (a function, not sh -c: pgrep would find the shell holding the pattern)

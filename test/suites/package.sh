@@ -41,6 +41,7 @@
 
 set -u
 FENCING_ROOT=${FENCING_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
 set +o pipefail
 # the clusters of the test command are not ours: every connection below
@@ -108,10 +109,10 @@ pgxn_uninstall() {  # pgxn_uninstall ZIP: what `pgxn install ZIP` put in place
 remove_dir() {      # remove_dir DIR: stop any server running from it, then rm
     local d=$1 pid
     [ -d "$d" ] || return 0
-    for pid in $(find "$d" -name postmaster.pid 2>/dev/null); do
+    while IFS= read -r -u 3 pid; do
         as_postgres "$SYSBIN/pg_ctl" -D "$(dirname "$pid")" -m immediate stop >/dev/null 2>&1 \
             || kill -9 "$(head -1 "$pid")" 2>/dev/null
-    done
+    done 3< <(find "$d" -name postmaster.pid 2>/dev/null)
     rm -rf "$d"
 }
 
@@ -145,11 +146,11 @@ cleanup() {
     trap '' INT TERM HUP
     # a run of steps 26-29 still going (in a session of its own, out of
     # reach of a Ctrl-C) is stopped first: its own trap cleans up after it
-    local pid i
+    local pid
     pid=$(cat "${work:-/nonexistent}/nested.pid" 2>/dev/null)
     if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'package\.sh'; then
         kill -TERM -- "-$pid" 2>/dev/null
-        for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+        for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     fi
     undo_journal "$JOURNAL" >/dev/null 2>&1
 }
@@ -179,9 +180,10 @@ snapshot() {        # snapshot DIR
     done >"$d/apt"
     find "/usr/lib/postgresql/$V" "/usr/share/postgresql/$V" /etc/postgresql /etc/postgresql-common \
         /var/lib/postgresql /var/log/postgresql -printf '%y %m %u %p\n' 2>/dev/null | sort >"$d/files"
-    { ls /var/lib/dpkg/info /usr/share/doc | grep -F "$PKG"
+    { compgen -G "/var/lib/dpkg/info/*$PKG*"
+      compgen -G "/usr/share/doc/*$PKG*"
       grep -A2 -x "Package: $PKG" /var/lib/apt/extended_states
-      ls "$JOURNAL_DIR" | grep '^fencing-package\.'
+      compgen -G "$JOURNAL_DIR/fencing-package.*"
       ls -d /tmp/fencing-package.*; } >"$d/traces" 2>/dev/null
 }
 
@@ -256,11 +258,13 @@ if [ -z "$NESTED" ]; then
     # package would go over those files and its purge remove them, under a
     # server that may have the library loaded.  Left alone, as a package.
     if [ "$st" -eq 0 ]; then
-        own=$(ls -1d "/usr/lib/postgresql/$V/lib/fencing.so" "/usr/lib/postgresql/$V/lib/bitcode/fencing" \
-            "/usr/share/postgresql/$V/extension/fencing.control" "/usr/share/postgresql/$V/extension/fencing--"*.sql 2>/dev/null |
-            while read -r f; do dpkg -S "$f" >/dev/null 2>&1 || echo "$f"; done)
+        own=$(for f in "/usr/lib/postgresql/$V/lib/fencing.so" "/usr/lib/postgresql/$V/lib/bitcode/fencing" \
+            "/usr/share/postgresql/$V/extension/fencing.control" "/usr/share/postgresql/$V/extension/fencing--"*.sql; do
+                [ -e "$f" ] || continue
+                dpkg -S "$f" >/dev/null 2>&1 || echo "$f"
+            done)
         if [ -n "$own" ]; then
-            echo "$own" | sed 's/^/# not installed by a package, left alone: /'
+            fencing_diag_prefix "not installed by a package, left alone: " <<<"$own"
             echo "1..0 # SKIP fencing is installed here already, not by a package ($(echo "$own" | head -1) ...): the package would replace and then remove it"
             exit 0
         fi
@@ -588,8 +592,8 @@ tap $st "pg_dropcluster --stop $V $CLUSTER: no configuration, data or log of it 
 pgxn uninstall "${pgxn_opts[@]}" "$zip" </dev/null >"$work/pgxn-uninstall.log" 2>&1
 st=$?
 [ "$st" -eq 0 ] && unjournal "pgxn $zip"
-left=$(find "/usr/lib/postgresql/$V" "/usr/share/postgresql/$V" -name '*fencing*' 2>/dev/null)
-[ -n "$left" ] && { echo "$left" | sed 's/^/left: /' | say; st=1; }
+leftover=$(find "/usr/lib/postgresql/$V" "/usr/share/postgresql/$V" -name '*fencing*' 2>/dev/null)
+[ -n "$leftover" ] && { echo "$leftover" | sed 's/^/left: /' | say; st=1; }
 [ "$st" -ne 0 ] && tail -n 20 "$work/pgxn-uninstall.log" | say
 tap $st "pgxn uninstall: no file named fencing left under /usr/lib/postgresql/$V or /usr/share/postgresql/$V"
 
@@ -604,20 +608,20 @@ tap $st "the system is as found: packages (postgresql-$V $pg_before), clusters, 
 # 26-29. a run killed midway, once with SIGTERM, once with SIGKILL
 [ -n "$NESTED" ] && exit 0
 killed_run() {      # killed_run SIGNAL: start a child, kill it once it is up
-    local sig=$1 ready=$work/ready.$1 pid i
+    local sig=$1 ready=$work/ready.$1 pid
     rm -f "$ready"
     FENCING_PACKAGE_DEB=$deb FENCING_PACKAGE_ZIP=$zip FENCING_PACKAGE_READY=$ready \
         setsid bash "$SELF" run </dev/null >"$work/child.$sig.log" 2>&1 &
     pid=$!
     echo "$pid" >"$work/nested.pid"
-    for i in $(seq 1 900); do
+    for _ in $(seq 1 900); do
         [ -f "$ready" ] && break
         kill -0 "$pid" 2>/dev/null || break
         sleep 1
     done
     [ -f "$ready" ] || { echo "child $pid never got ready"; cat "$work/child.$sig.log"; return 1; }
     # midway: once pg_regress runs in the child's process group
-    for i in $(seq 1 600); do
+    for _ in $(seq 1 600); do
         pgrep -g "$pid" -f 'pg_(isolation_)?regress' >/dev/null && break
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.2
@@ -627,7 +631,7 @@ killed_run() {      # killed_run SIGNAL: start a child, kill it once it is up
     echo "child $pid: package installed, cluster up, installcheck running; kill -$sig to its process group"
     grep -E '^(not )?ok ' "$work/child.$sig.log" | sed 's/^/  child: /'
     kill "-$sig" -- "-$pid" 2>/dev/null
-    for i in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     kill -0 "$pid" 2>/dev/null && { echo "child $pid still running after 600 s"; return 1; }
     wait "$pid" 2>/dev/null
     echo "child $pid exited with status $?"
@@ -655,10 +659,18 @@ cpid=$(cat "$work/child.pid" 2>/dev/null)
 [ -f "$JOURNAL_DIR/fencing-package.$cpid.journal" ] && [ "$(pkg_state "$PKG")" = ii ] \
     && pg_lsclusters -h | awk '{ print $2 }' | grep -qx "fencing_pkg_$cpid" || st=1
 # and its server, still running, does not hold the suite's lock
+# holds_open PID PATH: whether process PID has PATH open (the lock)
+holds_open() {
+    local fd
+    for fd in "/proc/$1/fd/"*; do
+        [ "$(readlink "$fd" 2>/dev/null)" = "$2" ] && return 0
+    done
+    return 1
+}
 pm=$(head -n 1 "/var/lib/postgresql/$V/fencing_pkg_$cpid/postmaster.pid" 2>/dev/null)
 if [ -z "$pm" ] || ! kill -0 "$pm" 2>/dev/null; then
     echo "# the killed run's server is not running"; st=1
-elif ls -l "/proc/$pm/fd" 2>/dev/null | grep -q " /usr/lib/postgresql/$V/lib\$"; then
+elif holds_open "$pm" "/usr/lib/postgresql/$V/lib"; then
     echo "# the killed run's server $pm holds the lock"; st=1
 fi
 tap $st "a run killed with SIGKILL midway leaves its journal, the package and its cluster (running, without the lock) behind"

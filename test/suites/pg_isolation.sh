@@ -15,6 +15,7 @@
 # PG_CONFIG FENCING_PGVER.
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
 
 # The specs: the two that 1.0 changed, then every other spec of the
@@ -43,11 +44,13 @@ Suites: bookworm bookworm-updates
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
+    # shellcheck disable=SC2119  # no apt options of its own here
     fencing_apt_update >/dev/null 2>&1
     (cd "$tmp" && apt-get source --download-only -qq "$srcpkg" >/dev/null 2>&1)
     rm -f "$list"
+    # shellcheck disable=SC2119  # no apt options of its own here
     fencing_apt_update >/dev/null 2>&1
-    orig=$(ls "$tmp"/"${srcpkg}"_*.orig.tar.* 2>/dev/null | head -1)
+    orig=$(compgen -G "$tmp/${srcpkg}_*.orig.tar.*" | sort | head -1)
     [ -n "$orig" ] || { rm -rf "$tmp"; return 1; }
     version=$(basename "$orig" | sed -E "s/^${srcpkg}_([^.]+\.[^.]+)\.orig.*/\1/")
     mkdir -p "$cache_root/$srcpkg-isolation-$version"
@@ -60,10 +63,10 @@ EOF
     rm -rf "$tmp"
 }
 
-cached=$(ls -d "$cache_root/$srcpkg"-isolation-* 2>/dev/null | sort -V | tail -1)
+cached=$(compgen -G "$cache_root/$srcpkg-isolation-*" | sort -V | tail -1)
 if [ -z "$cached" ]; then
     fetch_specs
-    cached=$(ls -d "$cache_root/$srcpkg"-isolation-* 2>/dev/null | sort -V | tail -1)
+    cached=$(compgen -G "$cache_root/$srcpkg-isolation-*" | sort -V | tail -1)
 fi
 if [ -z "$cached" ] || [ ! -d "$cached/specs" ]; then
     echo "1..0 # SKIP could not fetch the $srcpkg source package (apt-get source)"
@@ -81,11 +84,12 @@ chown -R postgres: "$input"
 
 # (fencing preloaded, as where it is used; installcheck checks that)
 fencing_cluster_start pgiso "max_prepared_transactions = 10" "shared_preload_libraries = 'fencing'"
-ntests=$(echo $SPECS | wc -w)
+read -r -d '' -a specs <<<"$SPECS"
+ntests=${#specs[@]}
 echo "1..$((ntests + 1))"
 
 # the tree's installcheck with PostgreSQL's specs in place of ours
-fencing_regress isolation "$out" ISOLATION="$(echo $SPECS)" \
+fencing_regress isolation "$out" ISOLATION="${specs[*]}" \
     ISOLATION_OPTS="--inputdir=$input --load-extension=fencing --dbname=isolation_regression" \
     >"$FENCING_WORK/pg-isolation.tap"
 sed 's/^/# /' "$out.log"

@@ -30,7 +30,9 @@
 # to change here.  A baseline failing for any other reason is a failure.
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/upgrade.sh
 . "$FENCING_ROOT/test/lib/upgrade.sh"
 
 if [ "$FENCING_PGVER" != 18 ]; then

@@ -10,6 +10,7 @@
 #   pg_prove -v -d fencing_pgtap test/pgtap/*.sql
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
 fencing_as_postgres psql -q -X -v ON_ERROR_STOP=1 -d postgres \
     -c 'DROP DATABASE IF EXISTS fencing_pgtap' -c 'CREATE DATABASE fencing_pgtap' >/dev/null || exit 1

@@ -9,6 +9,7 @@
 #   make installcheck ISOLATION=          (PGHOST, PGPORT, PGUSER)
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
 fencing_regress regress "$FENCING_WORK/regress" >"$FENCING_WORK/regress.tap"
 st=$?

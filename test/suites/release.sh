@@ -14,6 +14,7 @@
 
 set -u
 FENCING_ROOT=${FENCING_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
 set +o pipefail
 
@@ -157,7 +158,9 @@ tap $? "nothing generated in the archive (no path that .gitignore ignores: objec
 missing=()
 has() { grep -qxF -- "$1" "$work/paths" || missing+=("$1"); }
 for f in Makefile fencing.control META.json README.md debian/control debian/rules debian/tests/control; do has "$f"; done
+# shellcheck disable=SC2016  # $(OBJS) and $(DATA) are make's, expanded by make
 for o in $(make -s -C "$FENCING_ROOT" --eval='print-objs: ; @echo $(OBJS)' print-objs); do has "${o%.o}.c"; done
+# shellcheck disable=SC2016  # (as above)
 for d in $(make -s -C "$FENCING_ROOT" --eval='print-data: ; @echo $(DATA)' print-data); do has "$d"; done
 for t in $(make -s -C "$FENCING_ROOT" print-regress); do has "sql/$t.sql"; has "expected/$t.out"; done
 for t in $(make -s -C "$FENCING_ROOT" print-isolation); do has "test/isolation/specs/$t.spec"; has "test/isolation/expected/$t.out"; done
@@ -181,7 +184,7 @@ probe=$(python3 "$links" "$work/links" 2>&1)
 pst=$?
 echo "$probe" | grep -q 'no file docs/no-such-page.md' && echo "$probe" | grep -q 'no heading #no-such-heading in docs/guard.md'
 caught=$?
-[ "$pst" -ne 0 ] && [ "$caught" -eq 0 ] || echo "$probe" | sed 's/^/probe: /' | say
+{ [ "$pst" -ne 0 ] && [ "$caught" -eq 0 ]; } || echo "$probe" | sed 's/^/probe: /' | say
 [ "$st" -eq 0 ] && [ "$pst" -ne 0 ] && [ "$caught" -eq 0 ]
 tap $? "every relative link of the Markdown a user reads names a file and heading of the tree (test/release/check_links.py)"
 

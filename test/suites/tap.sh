@@ -9,6 +9,7 @@
 #   make prove_installcheck [PROVE_TESTS=test/t/001_smoke.pl] [PROVE_FLAGS=-v]
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
 # the tests start their own servers: no connection of the main cluster
 fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE \

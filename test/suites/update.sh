@@ -50,7 +50,9 @@
 # PG_CONFIG FENCING_PGVER.
 
 set -u
+# shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/upgrade.sh
 . "$FENCING_ROOT/test/lib/upgrade.sh"
 fencing_set_pgver "$FENCING_PGVER"
 
@@ -69,12 +71,13 @@ stop_all() {
 trap stop_all EXIT
 
 newest=$(fencing_newest_version)
-versions=$(fencing_versions)
+versions=$(fencing_versions | tr '\n' ' ')
+versions=${versions% }
 released=
 for v in $(fencing_releases | awk '{ print $1 }'); do
     [ "$v" = "$newest" ] || released="$released $v"
 done
-echo "# PostgreSQL $FENCING_PGVER; versions: $(echo $versions); newest: $newest; released (test/releases): $(echo $released)"
+echo "# PostgreSQL $FENCING_PGVER; versions: $versions; newest: $newest; released (test/releases): ${released# }"
 
 # The record of releases first: every version older than the newest is a
 # release whose commit this clone has, and every release has its scripts
@@ -88,7 +91,7 @@ for v in $versions; do
     esac
 done
 for v in $released; do
-    case " $(echo $versions) " in
+    case " $versions " in
     *" $v "*) ;;
     *) tap_ok 1 "release $v (test/releases) still has its scripts in sql/" ;;
     esac
@@ -166,7 +169,8 @@ run_verify() {
 }
 
 update_with_writers() {
-    local v=$1 inst=$FENCING_WORK/inst-$v own_lib=yes
+    local v=$1
+    local inst=$FENCING_WORK/inst-$v own_lib=yes
     local db=fencing_regress st
     FENCING_BINDIR=$(fencing_pg_copy "$inst")
     fencing_build_release "$v" "$inst" 2>"$FENCING_WORK/source.err"
@@ -348,7 +352,7 @@ update_with_writers() {
     local after
     after=$(fencing_sql "$db" "SELECT count(*) FROM fencing.protected" \
                 "SELECT count(*) FROM fencing.idempotency_keys" "SELECT count(*) FROM fencing.leases" | tr '\n' ' ')
-    tap_ok "$([ "$(echo "$before" | awk '{print $1, $3, $4}')" = "$(echo $after)" ]; echo $?)" \
+    tap_ok "$([ "$(echo "$before" | awk '{print $1, $3, $4}')" = "${after% }" ]; echo $?)" \
         "protected tables, idempotency keys and leases all kept (before: $before; after: $after)"
     run_verify "$db" "after the update from $v"
 
