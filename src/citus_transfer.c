@@ -147,16 +147,12 @@ typedef struct ScopeStream
 static uint32
 StreamWaitEvent(void)
 {
-#if PG_VERSION_NUM >= 170000
 	static uint32 wait_event = 0;
 
-	/* 17 lets an extension name its wait events */
+	/* named from 17 on (src/compat.h) */
 	if (wait_event == 0)
-		wait_event = WaitEventExtensionNew("FencingScopeStream");
+		wait_event = FencingWaitEventNew("FencingScopeStream");
 	return wait_event;
-#else
-	return PG_WAIT_EXTENSION;
-#endif
 }
 
 /*

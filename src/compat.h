@@ -60,6 +60,17 @@
 #endif
 
 /*
+ * 17 lets an extension name its wait events (pg_stat_activity shows the
+ * name; the same name gives the same event); before, every wait of an
+ * extension is "Extension".  Needs utils/wait_event.h.
+ */
+#if PG_VERSION_NUM >= 170000
+#define FencingWaitEventNew(name) WaitEventExtensionNew(name)
+#else
+#define FencingWaitEventNew(name) ((void) (name), PG_WAIT_EXTENSION)
+#endif
+
+/*
  * 18 removed pg_attribute_noreturn(), written after a function declaration,
  * in favour of pg_noreturn (C11's _Noreturn), written before it.  Before
  * 18, pg_noreturn is GCC's attribute in the same place.
