@@ -6,8 +6,11 @@
 # check fails when they differ; `make dist` builds fencing-<version>.zip
 # holding exactly the committed tree: everything that builds and tests the
 # extension, nothing generated; every relative link of the Markdown a user
-# reads names a file and heading of the tree (test/release/check_links.py).
-# No server needed; prints TAP.
+# reads names a file and heading of the tree (test/release/check_links.py);
+# the shell of test/ and .ci/ is shellcheck-clean (shellcheck installed when
+# missing, as root); test/README.md lists every suite and every FENCING_*
+# variable, and docs/development.md's claims about the source hold
+# (test/release/check_harness.py).  No server needed; prints TAP.
 #
 # Run by test/check.sh (FENCING_SUITES=release), or alone:
 #   bash test/suites/release.sh
@@ -34,7 +37,7 @@ for tool in python3 git make; do
     command -v "$tool" >/dev/null || { echo "1..0 # SKIP $tool is not installed"; exit 0; }
 done
 
-echo "1..10"
+echo "1..13"
 
 # 1. the committed description is consistent
 out=$(python3 "$check" "$FENCING_ROOT" 2>&1)
@@ -187,5 +190,65 @@ caught=$?
 { [ "$pst" -ne 0 ] && [ "$caught" -eq 0 ]; } || echo "$probe" | sed 's/^/probe: /' | say
 [ "$st" -eq 0 ] && [ "$pst" -ne 0 ] && [ "$caught" -eq 0 ]
 tap $? "every relative link of the Markdown a user reads names a file and heading of the tree (test/release/check_links.py)"
+
+# 11. the shell of test/ (harness, demo, benchmarks) and .ci/run: no
+# warning of shellcheck at its default severity, with the files they
+# source followed (.shellcheckrc); a warning that is wrong is disabled
+# where it occurs, with the reason
+if ! command -v shellcheck >/dev/null && [ "$(id -u)" -eq 0 ]; then
+    fencing_install_missing shellcheck >/dev/null 2>&1
+fi
+if command -v shellcheck >/dev/null; then
+    shell_files() {
+        git -C "$FENCING_ROOT" ls-files -- test .ci 2>/dev/null ||
+            (cd "$FENCING_ROOT" && find test .ci -type f -not -path '*/node_modules/*')
+    }
+    mapfile -t shfiles < <(shell_files | while IFS= read -r f; do
+        case $f in
+        *.sh) echo "$f" ;;
+        *) head -n 1 "$FENCING_ROOT/$f" 2>/dev/null | grep -qE '^#!.*[/ ](ba)?sh$' && echo "$f" ;;
+        esac
+    done)
+    out=$(cd "$FENCING_ROOT" && shellcheck -f gcc -- "${shfiles[@]}" 2>&1)
+    st=$?
+    [ -n "$out" ] && echo "$out" | say
+    { [ "$st" -eq 0 ] && [ "${#shfiles[@]}" -gt 20 ]; }
+    tap $? "the shell of test/ and .ci/ is shellcheck-clean (${#shfiles[@]} files, shellcheck $(shellcheck --version | sed -n 's/^version: //p'))"
+elif [ "$(id -u)" -eq 0 ]; then
+    tap 1 "the shell of test/ and .ci/ is shellcheck-clean: shellcheck could not be installed"
+else
+    n=$((n + 1))
+    echo "ok $n - the shell of test/ and .ci/ is shellcheck-clean # SKIP shellcheck is not installed (apt-get install shellcheck, as root)"
+fi
+
+# 12. test/README.md is the one description of the harness: it lists every
+# suite and every FENCING_* variable of test/ and .ci/; and what
+# docs/development.md says of the source holds (version tests only in
+# compat.h, every C file in a layer, the files and functions of the
+# version table)
+harness=$FENCING_ROOT/test/release/check_harness.py
+out=$(python3 "$harness" "$FENCING_ROOT" 2>&1)
+st=$?
+echo "$out" | say
+tap $st "test/README.md lists every suite and FENCING_* variable; docs/development.md's claims about the source hold (test/release/check_harness.py)"
+
+# 13. ... and the check catches each kind of gap, on a copy broken on
+# purpose (or it would pass vacuously)
+rm -rf "$work/harness" && mkdir -p "$work/harness/docs"
+cp -a "$FENCING_ROOT/test" "$FENCING_ROOT/.ci" "$FENCING_ROOT/src" "$work/harness/"
+cp -a "$FENCING_ROOT/docs/development.md" "$work/harness/docs/"
+sed -i '/^| \x60locksvc\x60 |/d; s/FENCING_\(UPDATE_WAIT\)/NOT_\1/' "$work/harness/test/README.md"
+printf '#if PG_VERSION_NUM >= 170000\n#endif\n' >>"$work/harness/src/fence.c"
+sed -i 's/\x60idempotency.c\x60, //' "$work/harness/docs/development.md"
+probe=$(python3 "$harness" "$work/harness" 2>&1)
+pst=$?
+caught=0
+for want in 'has no row for locksvc' 'FENCING_UPDATE_WAIT is not listed' \
+    'src/fence.c:[0-9]*: tests the server version outside' 'src/idempotency.c is in no layer'; do
+    echo "$probe" | grep -q -- "$want" || { echo "not caught: $want" | say; caught=1; }
+done
+{ [ "$pst" -ne 0 ] && [ "$caught" -eq 0 ]; } || echo "$probe" | sed 's/^/probe: /' | say
+[ "$pst" -ne 0 ] && [ "$caught" -eq 0 ]
+tap $? "the check fails on a suite, a variable and a C file left out, and on a version test outside compat.h"
 
 [ "$failed" -eq 0 ]
