@@ -15,7 +15,7 @@
 #
 # Variants: update_plain update_advance update_guard update_token
 # update_plpgsql insert_plain insert_guard insert_plpgsql insert_floor, and
-# idem_bare idem_helpers idem_plpgsql idem_floor once idem_begin exists
+# idem_bare idem_helpers idem_plpgsql idem_floor idem_strict once idem_begin exists
 # (default: all).  Each variant's ratio is given against its group's plain
 # write and, for key scope and the idempotent request, against its floor
 # (the least work the same guarantee needs: test/bench/setup.sql and
@@ -35,7 +35,7 @@ N2=${FENCING_PROFILE_N2:-1500}
 OUT=${FENCING_PROFILE_OUT:-/tmp/fencing-profile}
 variants=${*:-update_plain update_advance update_guard update_token update_plpgsql insert_plain insert_guard insert_plpgsql insert_floor}
 if grep -q 'FUNCTION @extschema@.idem_begin' "$FENCING_ROOT"/sql/fencing--*.sql && [ $# -eq 0 ]; then
-    variants+=" idem_bare idem_helpers idem_plpgsql idem_floor"
+    variants+=" idem_bare idem_helpers idem_plpgsql idem_floor idem_strict"
 fi
 command -v valgrind >/dev/null || fencing_die "valgrind is not installed (apt-get install valgrind)"
 
@@ -55,6 +55,7 @@ prepare_of() {
     idem_helpers) echo "SELECT bench_order_idem(\$2 * 1000000000 + \$3)" ;;
     idem_plpgsql) echo "SELECT bench_order_hand(\$2 * 1000000000 + \$3)" ;;
     idem_floor) echo "SELECT bench_order_floor(\$2 * 1000000000 + \$3)" ;;
+    idem_strict) echo "SELECT bench_order_strict(\$2 * 1000000000 + \$3)" ;;
     *) fencing_die "unknown variant $1" ;;
     esac
 }
@@ -70,6 +71,14 @@ table_of() {
     idem_helpers) echo orders_idem ;;
     idem_plpgsql) echo orders_hand ;;
     idem_floor) echo orders_floor ;;
+    idem_strict) echo orders_strict ;;
+    esac
+}
+
+# The strict floor a variant is also compared with, or nothing.
+strict_of() {
+    case $1 in
+    idem_helpers | idem_plpgsql | idem_floor) echo idem_strict ;;
     esac
 }
 
@@ -146,7 +155,7 @@ for v in $variants; do
 done
 
 echo
-printf '%-16s %14s %8s %12s %10s\n' variant "Ir per write" ratio "extra Ir" "vs floor"
+printf '%-16s %14s %8s %12s %10s %10s\n' variant "Ir per write" ratio "extra Ir" "vs floor" "vs strict"
 for v in $variants; do
     base=${v%%_*}_plain
     [ "${v%%_*}" = idem ] && base=idem_bare
@@ -155,13 +164,19 @@ for v in $variants; do
     if [ -n "$fl" ] && [ -n "${per_write[$fl]:-}" ]; then
         vs=$(awk -v a="${per_write[$v]}" -v f="${per_write[$fl]}" 'BEGIN { printf "%.3f", f / a }')
     fi
+    st=$(strict_of "$v")
+    vst=
+    if [ -n "$st" ] && [ -n "${per_write[$st]:-}" ]; then
+        vst=$(awk -v a="${per_write[$v]}" -v f="${per_write[$st]}" 'BEGIN { printf "%.3f", f / a }')
+    fi
     if [ -n "${per_write[$base]:-}" ]; then
-        awk -v v="$v" -v a="${per_write[$v]}" -v b="${per_write[$base]}" -v vs="$vs" \
-            'BEGIN { printf "%-16s %14d %8.3f %12d %10s\n", v, a, b / a, a - b, vs }'
+        awk -v v="$v" -v a="${per_write[$v]}" -v b="${per_write[$base]}" -v vs="$vs" -v vst="$vst" \
+            'BEGIN { printf "%-16s %14d %8.3f %12d %10s %10s\n", v, a, b / a, a - b, vs, vst }'
     else
-        printf '%-16s %14d %8s %12s %10s\n' "$v" "${per_write[$v]}" "" "" "$vs"
+        printf '%-16s %14d %8s %12s %10s %10s\n' "$v" "${per_write[$v]}" "" "" "$vs" "$vst"
     fi
 done
 echo "(ratio: the plain write's instructions / this one's, the throughput ratio if the CPU were all;"
-echo " vs floor: the floor's instructions / this one's, for key scope and the idempotent request)"
+echo " vs floor: the floor's instructions / this one's, for key scope and the idempotent request;"
+echo " vs strict: the same against the idempotent request's strict floor, a key table of key, hash and result)"
 echo "profiles: $OUT/<variant>.$N2.callgrind"

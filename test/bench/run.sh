@@ -143,7 +143,10 @@ FLOORS="insert/guard=insert/floor insert/plpgsql=insert/floor"
 # targets of the mixed run: variant=ratio, against the plain write or (vs
 # floor) against the floor
 MIXED_TARGETS="update/advance=0.97 update/guard=0.97"
-MIXED_FLOOR_TARGETS="insert/guard=0.97 idem/idem=0.90"
+MIXED_FLOOR_TARGETS="insert/guard=0.97"
+# variant=strict floor it is also compared with, and the targets against it
+STRICT_FLOORS=""
+MIXED_STRICT_TARGETS="idem/idem=0.90"
 
 # The idempotency helpers join when main has them.
 HAVE_IDEM=0
@@ -151,10 +154,12 @@ if grep -q 'FUNCTION @extschema@.idem_begin' "$FENCING_ROOT"/sql/fencing--*.sql 
     HAVE_IDEM=1
     VARIANTS+="idem|bare|bare business INSERT|idem_bare|-|orders_bare
 idem|floor|idempotent-request floor: one statement|idem_floor|-|orders_floor
+idem|strict|strict floor: key, hash and result only|idem_strict|-|orders_strict
 idem|idem|idem_begin + INSERT + idem_complete|idem_helpers|-|orders_idem
 idem|plpgsql|the same hand-written in PL/pgSQL|idem_plpgsql|-|orders_hand
 "
     FLOORS+=" idem/idem=idem/floor idem/plpgsql=idem/floor"
+    STRICT_FLOORS="idem/idem=idem/strict idem/plpgsql=idem/strict idem/floor=idem/strict"
 fi
 
 bench_fail=0
@@ -272,7 +277,10 @@ self_check_before() {
         problem "key-scope floor self-check: a stale token, a newer one and the same again gave (rows added, fence) $(tr '\n' ' ' <<<"$out"); expected 0, then 1 and 1:5, then still 1"
 
     [ "$HAVE_IDEM" = 1 ] || return
-    out=$(bpsql 2>&1 <<'SQL'
+    local f
+    for f in floor strict; do
+    # the same checks of each: names ending in _floor become _strict
+    out=$(sed -e "s/_floor/_$f/g" -e "s/floor_keys/${f}_keys/g" <<'SQL' | bpsql 2>&1
 BEGIN;
 DO $$
 DECLARE
@@ -303,11 +311,12 @@ END
 $$;
 ROLLBACK;
 SQL
-    ) || problem "idempotent-request floor self-check: $out"
+    ) || problem "idempotent-request $f floor self-check: $out"
+    done
 }
 
 self_check_after() {
-    local out keys orders nk no nbad t
+    local out keys orders state nk no nbad t
     out=$(bpsql -c "SELECT count(*) FROM led_floor_fences AS f
                      WHERE f.fence OPERATOR(fencing.<>)
                            (SELECT fencing.max(l.fence) FROM led_floor AS l
@@ -315,11 +324,12 @@ self_check_after() {
         { problem "key-scope floor check failed: $out"; return; }
     [ "$out" = 0 ] || problem "key-scope floor: $out accounts whose fence is not their ledger's newest token"
     [ "$HAVE_IDEM" = 1 ] || return
-    for t in "floor_keys orders_floor" "fencing.idempotency_keys orders_idem"; do
-        read -r keys orders <<<"$t"
+    for t in "floor_keys orders_floor k.state" "strict_keys orders_strict 'done'" \
+        "fencing.idempotency_keys orders_idem k.state"; do
+        read -r keys orders state <<<"$t"
         out=$(bpsql -F ' ' -c "SELECT (SELECT count(*) FROM $keys), (SELECT count(*) FROM $orders),
                                       (SELECT count(*) FROM $keys AS k
-                                        WHERE k.state <> 'done'
+                                        WHERE $state <> 'done'
                                            OR NOT EXISTS (SELECT FROM $orders AS o
                                                            WHERE o.id = (k.result ->> 'order')::bigint
                                                              AND k.key = 'order:' || o.ref))" 2>&1) ||
@@ -501,6 +511,7 @@ function maxof(arr, n,    i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i
 # per-round ratios; >1 means faster).
 summarise_mixed() {
     awk -F'\t' -v floors="$FLOORS" -v targets="$MIXED_TARGETS" -v ftargets="$MIXED_FLOOR_TARGETS" \
+        -v sfloors="$STRICT_FLOORS" -v stargets="$MIXED_STRICT_TARGETS" \
         -v clients="$CLIENTS" -v secs="$MIXED_SECS" "$AWK_STATS"'
     # the ratio column of v against base: "median (min-max)", or ""
     function ratio(v, base,    r, n, rt) {
@@ -516,23 +527,28 @@ summarise_mixed() {
         n = split(floors, fl, " "); for (i = 1; i <= n; i++) { split(fl[i], kv, "="); floor_of[kv[1]] = kv[2] }
         n = split(targets, tl, " "); for (i = 1; i <= n; i++) { split(tl[i], kv, "="); target[kv[1]] = kv[2] }
         n = split(ftargets, tl, " "); for (i = 1; i <= n; i++) { split(tl[i], kv, "="); ftarget[kv[1]] = kv[2] }
+        n = split(sfloors, fl, " "); for (i = 1; i <= n; i++) { split(fl[i], kv, "="); strict_of[kv[1]] = kv[2] }
+        n = split(stargets, tl, " "); for (i = 1; i <= n; i++) { split(tl[i], kv, "="); starget[kv[1]] = kv[2] }
     }
     FNR == NR { order[++nv] = $1; label[$1] = $2; split($1, gv, "/"); base[$1] = gv[1] "/" $3; next }
     { lat[$1, $2] = $3; if ($1 > rounds) rounds = $1 }
     END {
         printf "\nmixed run, synchronous_commit = off: every variant in one pgbench run (%d clients, %d s, %d round(s));\n", clients, secs, rounds
         printf "mean latency of the plain write (or the floor) / this one (median, min-max over the rounds)\n"
-        printf "%-8s %-44s %-18s %-18s %s\n", "group", "variant", "vs plain write", "vs floor", "target"
+        printf "%-8s %-44s %-18s %-18s %-18s %s\n", "group", "variant", "vs plain write", "vs floor", "vs strict floor", "target"
         for (vi = 1; vi <= nv; vi++) {
             v = order[vi]; split(v, gv, "/")
             if (gv[1] == "storm" || !((1, v) in lat)) continue
             rp = (v == base[v]) ? "1.00" : ratio(v, base[v]); mp = last
             rf = ""; mf = 0
             if (v in floor_of) { rf = ratio(v, floor_of[v]); mf = last }
+            rs = ""; ms = 0
+            if (v in strict_of) { rs = ratio(v, strict_of[v]); ms = last }
             t = ""
-            if (v in ftarget && rf != "") t = verdict(v, ftarget[v], mf) " of floor"
+            if (v in starget && rs != "") t = verdict(v, starget[v], ms) " of strict floor"
+            else if (v in ftarget && rf != "") t = verdict(v, ftarget[v], mf) " of floor"
             else if (v in target && rp != "") t = verdict(v, target[v], mp)
-            printf "%-8s %-44s %-18s %-18s %s\n", gv[1], label[v], rp, rf, t
+            printf "%-8s %-44s %-18s %-18s %-18s %s\n", gv[1], label[v], rp, rf, rs, t
         }
     }' "$WORK/variants" "$WORK/mixed.tsv"
 }
