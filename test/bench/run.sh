@@ -604,6 +604,7 @@ summarise_bulk() {
 
 fencing_deps
 fencing_build ""
+fencing_build_bench_floor
 WORK=$FENCING_WORK/bench
 mkdir -p "$WORK/scripts" "$WORK/log" "$WORK/data"
 cp "$here"/scripts/*.sql "$here"/setup*.sql "$WORK/scripts/"
