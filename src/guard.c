@@ -161,6 +161,14 @@ static AcceptedWriteKey accepted_inline[ACCEPTED_WRITES_INLINE];
 static int	accepted_ninline = 0;
 static HTAB *accepted_writes = NULL;
 
+/*
+ * The pair recorded last, wherever it went: a COPY in key scope records
+ * many (each new key's scope row is written in a command of its own, see
+ * scopes.c), and the next row must not search them all.
+ */
+static AcceptedWriteKey accepted_last;
+static bool accepted_have_last = false;
+
 /* Forget the pairs of an earlier transaction. */
 static inline void
 AcceptedWritesOfThisTransaction(void)
@@ -170,6 +178,7 @@ AcceptedWritesOfThisTransaction(void)
 		accepted_writes_lxid = CurrentLocalTransactionId();
 		accepted_ninline = 0;
 		accepted_writes = NULL;
+		accepted_have_last = false;
 	}
 }
 
@@ -197,10 +206,11 @@ RememberAcceptedWrite(Relation rel)
 	key.relid = RelationGetRelid(rel);
 	key.cid = GetCurrentCommandId(false);
 	/* the usual case: the same statement again */
-	if (accepted_ninline > 0 &&
-		accepted_inline[accepted_ninline - 1].relid == key.relid &&
-		accepted_inline[accepted_ninline - 1].cid == key.cid)
+	if (accepted_have_last &&
+		accepted_last.relid == key.relid && accepted_last.cid == key.cid)
 		return;
+	accepted_last = key;
+	accepted_have_last = true;
 	if (AcceptedWriteKnown(&key))
 		return;
 	if (accepted_ninline < ACCEPTED_WRITES_INLINE)
