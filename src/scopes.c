@@ -268,7 +268,8 @@ static HTAB *scope_cache = NULL;
  * modulo the slots (direct-mapped): a COPY of a million ledger rows over a
  * thousand accounts finds its key here with the key's hash and one
  * equality, where hash_search would hash the bucket key again and walk a
- * chain.  At least twice as many slots as items, up to SCOPE_DIRECT_MAX
+ * chain.  Four times as many slots as items (few keys share a slot, and
+ * two that do push each other out), up to SCOPE_DIRECT_MAX
  * (the array is made anew, empty, when it grows), in the cache's memory
  * context, so gone with the transaction.  Only an item that is linked in
  * the table may sit here: a subtransaction's abort, which unlinks items,
@@ -312,7 +313,7 @@ ScopeDirectGrow(void)
 
 	scope_cache_items++;
 	while (size < SCOPE_DIRECT_MAX &&
-		   (size < SCOPE_DIRECT_MIN || size < 2 * scope_cache_items))
+		   (size < SCOPE_DIRECT_MIN || size < 4 * scope_cache_items))
 		size = size == 0 ? SCOPE_DIRECT_MIN : size * 2;
 	if (size == scope_direct_size)
 		return;
