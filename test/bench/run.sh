@@ -610,13 +610,13 @@ summarise_bulk() {
             if (floorname != "" && secs[floorname, r] > 0) rf[++m] = secs[name, r] / secs[floorname, r]
         }
         if (n == 0) return
-        vf = m > 0 ? sprintf("%.2f", median(rf, m)) : ""
-        printf "%-8s %-52s %7.2f %8s %12.0f %12.0f %9.0f  %s\n", "bulk", label, median(rt, n), vf, median(hb, n), median(hw, n), median(wr, n), target_of[name]
+        vf = m > 0 ? sprintf("%.2f (%.2f-%.2f)", median(rf, m), minof(rf, m), maxof(rf, m)) : ""
+        printf "%-8s %-52s %17s %17s %12.0f %12.0f %8.0f  %s\n", "bulk", label, sprintf("%.2f (%.2f-%.2f)", median(rt, n), minof(rt, n), maxof(rt, n)), vf, median(hb, n), median(hw, n), median(wr, n), target_of[name]
     }
     END {
         target_of["update_guard"] = "<= 1.15"; target_of["copy_guard"] = "<= 1.15"
-        printf "\nbulk, %d rows: time / the unguarded statement and / the floor (a C no-op BEFORE ROW trigger), median over %d rounds; peak backend memory (VmHWM, MB); WAL bytes per row\n", ROWS, rounds
-        printf "%-8s %-52s %7s %8s %12s %12s %9s  %s\n", "group", "variant", "time", "vs floor", "VmHWM plain", "VmHWM this", "WAL/row", "target"
+        printf "\nbulk, %d rows: time / the unguarded statement and / the floor (a C no-op BEFORE ROW trigger), median (min-max) over %d rounds; peak backend memory (VmHWM, MB); WAL bytes per row\n", ROWS, rounds
+        printf "%-8s %-52s %17s %17s %12s %12s %8s  %s\n", "group", "variant", "time", "vs floor", "VmHWM plain", "VmHWM this", "WAL/row", "target"
         line("update_plain", "update_plain", "", "UPDATE of every row, unguarded", ROWS)
         line("update_floor", "update_plain", "", "UPDATE of every row, no-op C trigger (floor)", ROWS)
         line("update_guard", "update_plain", "update_floor", "UPDATE of every row, guard row scope", ROWS)
