@@ -94,3 +94,25 @@ SELECT fencing.unprotect('bulk_other');
 SELECT fencing.unprotect('bulk_ledger');
 DROP TABLE bulk_other, bulk_ledger;
 SELECT fencing.reset_scope('public.bulk_ledger') > 0 AS reset, fencing.reset_scope('public.bulk_other') > 0 AS reset;
+
+-- A row this transaction's guard wrote carries its token in the fence
+-- column, in key scope too: an UPDATE that leaves the column as it is
+-- writes with that token (the scope row the check wrote is written in a
+-- command of its own, after the row's)
+CREATE TABLE bulk_cid (account int, amount int, fence fencing.fence);
+SELECT fencing.protect('bulk_cid', key_columns => '{account}');
+BEGIN;
+COPY bulk_cid FROM STDIN (FORMAT csv);
+1,1,3:1
+2,1,3:1
+\.
+UPDATE bulk_cid SET amount = 5 WHERE account = 1;
+INSERT INTO bulk_cid VALUES (3, 1, '3:1');
+UPDATE bulk_cid SET amount = 6 WHERE account = 3;
+COMMIT;
+SELECT * FROM bulk_cid ORDER BY account;
+-- not in the next transaction: the column carries no token there
+UPDATE bulk_cid SET amount = 7 WHERE account = 1;
+SELECT fencing.unprotect('bulk_cid');
+DROP TABLE bulk_cid;
+SELECT fencing.reset_scope('public.bulk_cid') > 0 AS reset;

@@ -196,15 +196,21 @@ AcceptedWriteKnown(const AcceptedWriteKey *key)
 		hash_search(accepted_writes, key, HASH_FIND, NULL) != NULL;
 }
 
-/* Record that the guard accepted a write of rel in the current command. */
+/*
+ * Record that the guard accepted a write of rel in command cid: the
+ * command as the guard was called, which is the command the row version
+ * is written in.  Not the command after the check: in key or table scope
+ * the check writes the scope row in a command of its own (scopes.c), so a
+ * row checked there would never be known as the guard's.
+ */
 static void
-RememberAcceptedWrite(Relation rel)
+RememberAcceptedWrite(Relation rel, CommandId cid)
 {
 	AcceptedWriteKey key;
 
 	AcceptedWritesOfThisTransaction();
 	key.relid = RelationGetRelid(rel);
-	key.cid = GetCurrentCommandId(false);
+	key.cid = cid;
 	/* the usual case: the same statement again */
 	if (accepted_have_last &&
 		accepted_last.relid == key.relid && accepted_last.cid == key.cid)
@@ -525,6 +531,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	bool		have_column = false;
 	Fence		token;
 	bool		have_token;
+	CommandId	cid = GetCurrentCommandId(false);
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -561,7 +568,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	{
 		/* the moved row carries the token its UPDATE was accepted with */
 		if (newtup != NULL)
-			RememberAcceptedWrite(rel);
+			RememberAcceptedWrite(rel, GetCurrentCommandId(false));
 		return PointerGetDatum(result);
 	}
 	pending_move.state = MOVE_NONE;
@@ -664,7 +671,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	}
 
 	if (newtup != NULL)
-		RememberAcceptedWrite(rel);
+		RememberAcceptedWrite(rel, cid);
 	FencingStatsCount(cfg->stats, FENCING_STAT_ACCEPTED);
 	return PointerGetDatum(result);
 }
