@@ -269,13 +269,14 @@ static HTAB *scope_cache = NULL;
  * thousand accounts finds its key here with the key's hash and one
  * equality, where hash_search would hash the bucket key again and walk a
  * chain.  Four times as many slots as items (few keys share a slot, and
- * two that do push each other out), up to SCOPE_DIRECT_MAX
+ * two that do push each other out), from 64 (a transaction that writes one
+ * key zeroes 1.5 kB) up to SCOPE_DIRECT_MAX
  * (the array is made anew, empty, when it grows), in the cache's memory
  * context, so gone with the transaction.  Only an item that is linked in
  * the table may sit here: a subtransaction's abort, which unlinks items,
  * empties every slot by moving to a new generation.
  */
-#define SCOPE_DIRECT_MIN	1024
+#define SCOPE_DIRECT_MIN	64
 #define SCOPE_DIRECT_MAX	65536
 
 typedef struct ScopeDirectSlot
@@ -318,7 +319,10 @@ ScopeDirectGrow(void)
 	if (size == scope_direct_size)
 		return;
 	if (scope_direct != NULL)
+	{
 		pfree(scope_direct);
+		scope_direct = NULL;	/* none, should the allocation fail */
+	}
 	scope_direct = MemoryContextAllocZero(scope_cache_cxt,
 										  sizeof(ScopeDirectSlot) * size);
 	scope_direct_size = size;
