@@ -268,14 +268,17 @@ static HTAB *scope_cache = NULL;
  * modulo the slots (direct-mapped): a COPY of a million ledger rows over a
  * thousand accounts finds its key here with the key's hash and one
  * equality, where hash_search would hash the bucket key again and walk a
- * chain.  Four times as many slots as items (few keys share a slot, and
- * two that do push each other out), from 64 (a transaction that writes one
- * key zeroes 1.5 kB) up to SCOPE_DIRECT_MAX
+ * chain.  None for a transaction that advanced fewer than
+ * SCOPE_DIRECT_FROM keys (the single-row writes: the hash table is enough
+ * there, and they would pay for zeroing the slots); then four times as
+ * many slots as items (few keys share a slot, and two that do push each
+ * other out), from 64 up to SCOPE_DIRECT_MAX
  * (the array is made anew, empty, when it grows), in the cache's memory
  * context, so gone with the transaction.  Only an item that is linked in
  * the table may sit here: a subtransaction's abort, which unlinks items,
  * empties every slot by moving to a new generation.
  */
+#define SCOPE_DIRECT_FROM	8
 #define SCOPE_DIRECT_MIN	64
 #define SCOPE_DIRECT_MAX	65536
 
@@ -312,7 +315,8 @@ ScopeDirectGrow(void)
 {
 	uint32		size = scope_direct_size;
 
-	scope_cache_items++;
+	if (++scope_cache_items < SCOPE_DIRECT_FROM)
+		return;
 	while (size < SCOPE_DIRECT_MAX &&
 		   (size < SCOPE_DIRECT_MIN || size < 4 * scope_cache_items))
 		size = size == 0 ? SCOPE_DIRECT_MIN : size * 2;
