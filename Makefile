@@ -50,7 +50,7 @@ DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql 
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
 
-REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token \
+REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token guard_bulk \
 	guard_paths guard_privileges guard_bypass guard_ddl \
 	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy guard_seed \
 	guard_trigger_owner guard_ddl_types token_source guard_write_code guard_trigger_code_later

@@ -161,6 +161,14 @@ static AcceptedWriteKey accepted_inline[ACCEPTED_WRITES_INLINE];
 static int	accepted_ninline = 0;
 static HTAB *accepted_writes = NULL;
 
+/*
+ * The pair recorded last, wherever it went: a COPY in key scope records
+ * many (each new key's scope row is written in a command of its own, see
+ * scopes.c), and the next row must not search them all.
+ */
+static AcceptedWriteKey accepted_last;
+static bool accepted_have_last = false;
+
 /* Forget the pairs of an earlier transaction. */
 static inline void
 AcceptedWritesOfThisTransaction(void)
@@ -170,6 +178,7 @@ AcceptedWritesOfThisTransaction(void)
 		accepted_writes_lxid = CurrentLocalTransactionId();
 		accepted_ninline = 0;
 		accepted_writes = NULL;
+		accepted_have_last = false;
 	}
 }
 
@@ -187,20 +196,27 @@ AcceptedWriteKnown(const AcceptedWriteKey *key)
 		hash_search(accepted_writes, key, HASH_FIND, NULL) != NULL;
 }
 
-/* Record that the guard accepted a write of rel in the current command. */
+/*
+ * Record that the guard accepted a write of rel in command cid: the
+ * command as the guard was called, which is the command the row version
+ * is written in.  Not the command after the check: in key or table scope
+ * the check writes the scope row in a command of its own (scopes.c), so a
+ * row checked there would never be known as the guard's.
+ */
 static void
-RememberAcceptedWrite(Relation rel)
+RememberAcceptedWrite(Relation rel, CommandId cid)
 {
 	AcceptedWriteKey key;
 
 	AcceptedWritesOfThisTransaction();
 	key.relid = RelationGetRelid(rel);
-	key.cid = GetCurrentCommandId(false);
+	key.cid = cid;
 	/* the usual case: the same statement again */
-	if (accepted_ninline > 0 &&
-		accepted_inline[accepted_ninline - 1].relid == key.relid &&
-		accepted_inline[accepted_ninline - 1].cid == key.cid)
+	if (accepted_have_last &&
+		accepted_last.relid == key.relid && accepted_last.cid == key.cid)
 		return;
+	accepted_last = key;
+	accepted_have_last = true;
 	if (AcceptedWriteKnown(&key))
 		return;
 	if (accepted_ninline < ACCEPTED_WRITES_INLINE)
@@ -515,6 +531,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	bool		have_column = false;
 	Fence		token;
 	bool		have_token;
+	CommandId	cid = GetCurrentCommandId(false);
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -551,7 +568,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	{
 		/* the moved row carries the token its UPDATE was accepted with */
 		if (newtup != NULL)
-			RememberAcceptedWrite(rel);
+			RememberAcceptedWrite(rel, GetCurrentCommandId(false));
 		return PointerGetDatum(result);
 	}
 	pending_move.state = MOVE_NONE;
@@ -654,7 +671,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	}
 
 	if (newtup != NULL)
-		RememberAcceptedWrite(rel);
+		RememberAcceptedWrite(rel, cid);
 	FencingStatsCount(cfg->stats, FENCING_STAT_ACCEPTED);
 	return PointerGetDatum(result);
 }

@@ -51,6 +51,14 @@ typedef struct GuardConfigEntry
 
 static HTAB *guard_configs = NULL;
 
+/*
+ * The entry the last call returned: a bulk statement asks for the same
+ * relation a million times.  Entries of a dynahash table never move and
+ * are never removed here, so the pointer stays good; validity is the
+ * entry's own flag, which the callbacks clear.
+ */
+static GuardConfigEntry *last_entry = NULL;
+
 /* Relcache callback: mark the entry of relid (or all) invalid. */
 static void
 InvalidateGuardConfig(Datum arg pg_attribute_unused(), Oid relid)
@@ -354,6 +362,11 @@ FencingGetGuardConfig(Relation rel)
 	GuardConfigEntry *entry;
 	bool		found;
 
+	if (likely(last_entry != NULL && last_entry->config.relid == relid &&
+			   last_entry->config.valid && last_entry->config.protected &&
+			   last_entry->config.foreign_trigger == NULL))
+		return &last_entry->config;
+
 	if (guard_configs == NULL)
 	{
 		HASHCTL		ctl;
@@ -397,5 +410,6 @@ FencingGetGuardConfig(Relation rel)
 		ReportBrokenGuard(rel, "The table has a fencing trigger but fencing.protected does not list it.");
 	if (unlikely(entry->config.foreign_trigger != NULL))
 		ReportForeignTriggerCode(rel, &entry->config);
+	last_entry = entry;
 	return &entry->config;
 }

@@ -263,6 +263,75 @@ typedef struct ScopeCacheBucket
 static MemoryContext scope_cache_cxt = NULL;
 static HTAB *scope_cache = NULL;
 
+/*
+ * In front of the hash table, the item last found for each hash value
+ * modulo the slots (direct-mapped): a COPY of a million ledger rows over a
+ * thousand accounts finds its key here with the key's hash and one
+ * equality, where hash_search would hash the bucket key again and walk a
+ * chain.  None for a transaction that advanced fewer than
+ * SCOPE_DIRECT_FROM keys (the single-row writes: the hash table is enough
+ * there, and they would pay for zeroing the slots); then four times as
+ * many slots as items (few keys share a slot, and two that do push each
+ * other out), from 64 up to SCOPE_DIRECT_MAX
+ * (the array is made anew, empty, when it grows), in the cache's memory
+ * context, so gone with the transaction.  Only an item that is linked in
+ * the table may sit here: a subtransaction's abort, which unlinks items,
+ * empties every slot by moving to a new generation.
+ */
+#define SCOPE_DIRECT_FROM	8
+#define SCOPE_DIRECT_MIN	64
+#define SCOPE_DIRECT_MAX	65536
+
+typedef struct ScopeDirectSlot
+{
+	ScopeCacheItem *item;
+	Oid			storage;
+	uint32		hash;
+	uint32		generation;		/* empty unless scope_direct_generation */
+} ScopeDirectSlot;
+
+static ScopeDirectSlot *scope_direct = NULL;
+static uint32 scope_direct_size = 0;
+static uint32 scope_direct_generation = 1;
+static uint32 scope_cache_items = 0;
+
+static inline void
+ScopeDirectSet(ScopeStorage *scope, uint32 hash, ScopeCacheItem *item)
+{
+	ScopeDirectSlot *slot;
+
+	if (scope_direct == NULL)
+		return;
+	slot = &scope_direct[hash & (scope_direct_size - 1)];
+	slot->item = item;
+	slot->storage = scope->relid;
+	slot->hash = hash;
+	slot->generation = scope_direct_generation;
+}
+
+/* One more item in the cache: room for it in the slots (new, empty ones). */
+static void
+ScopeDirectGrow(void)
+{
+	uint32		size = scope_direct_size;
+
+	if (++scope_cache_items < SCOPE_DIRECT_FROM)
+		return;
+	while (size < SCOPE_DIRECT_MAX &&
+		   (size < SCOPE_DIRECT_MIN || size < 4 * scope_cache_items))
+		size = size == 0 ? SCOPE_DIRECT_MIN : size * 2;
+	if (size == scope_direct_size)
+		return;
+	if (scope_direct != NULL)
+	{
+		pfree(scope_direct);
+		scope_direct = NULL;	/* none, should the allocation fail */
+	}
+	scope_direct = MemoryContextAllocZero(scope_cache_cxt,
+										  sizeof(ScopeDirectSlot) * size);
+	scope_direct_size = size;
+}
+
 /* Transaction end: the cache lived in TopTransactionContext. */
 static void
 ScopeCacheXactCallback(XactEvent event, void *arg pg_attribute_unused())
@@ -276,6 +345,9 @@ ScopeCacheXactCallback(XactEvent event, void *arg pg_attribute_unused())
 		case XACT_EVENT_PREPARE:
 			scope_cache = NULL;
 			scope_cache_cxt = NULL;
+			scope_direct = NULL;
+			scope_direct_size = 0;
+			scope_cache_items = 0;
 			break;
 		default:
 			break;
@@ -296,6 +368,8 @@ ScopeCacheSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 
 	if (event != SUBXACT_EVENT_ABORT_SUB || scope_cache == NULL)
 		return;
+	if (++scope_direct_generation == 0)
+		scope_direct_generation = 1;
 	hash_seq_init(&status, scope_cache);
 	while ((bucket = hash_seq_search(&status)) != NULL)
 	{
@@ -330,9 +404,18 @@ LookupScopeCache(ScopeStorage *scope, uint32 hash, Datum *key, bool *nulls)
 	ScopeCacheBucketKey bkey;
 	ScopeCacheBucket *bucket;
 	ScopeCacheItem *item;
+	ScopeDirectSlot *slot;
 
 	if (scope_cache == NULL)
 		return NULL;
+	if (scope_direct == NULL)
+		slot = NULL;
+	else
+		slot = &scope_direct[hash & (scope_direct_size - 1)];
+	if (slot != NULL && slot->generation == scope_direct_generation && slot->hash == hash &&
+		slot->storage == scope->relid &&
+		ScopeKeyEqual(scope, slot->item->key, slot->item->nulls, key, nulls))
+		return slot->item;
 	memset(&bkey, 0, sizeof(bkey));
 	bkey.storage = scope->relid;
 	bkey.hash = hash;
@@ -341,7 +424,10 @@ LookupScopeCache(ScopeStorage *scope, uint32 hash, Datum *key, bool *nulls)
 		return NULL;
 	for (item = bucket->items; item != NULL; item = item->next)
 		if (ScopeKeyEqual(scope, item->key, item->nulls, key, nulls))
+		{
+			ScopeDirectSet(scope, hash, item);
 			return item;
+		}
 	return NULL;
 }
 
@@ -401,6 +487,8 @@ RememberScope(ScopeStorage *scope, uint32 hash, Datum *key, bool *nulls,
 		}
 		item->next = bucket->items;
 		bucket->items = item;
+		ScopeDirectGrow();
+		ScopeDirectSet(scope, hash, item);
 	}
 
 	/* the newest version of this subtransaction is overwritten in place */

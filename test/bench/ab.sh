@@ -59,6 +59,7 @@ prepare() {
             fencing_die "no such revision: $rev"
     fi
     FENCING_ROOT=$src fencing_build "" "install-$side"
+    fencing_build_bench_floor "install-$side"
     BIN[$side]=$FENCING_BINDIR
     fencing_cluster_start "cluster-$side" \
         "shared_preload_libraries = 'fencing'" "fsync = on" "shared_buffers = 512MB" \

@@ -23,8 +23,10 @@
 # rounds and rotated (A B C, B C A, C A B, ...) so that noise from the
 # machine hits every variant alike; first with synchronous_commit = off
 # (CPU-bound), then on.  Then the bulk statements: a million-row UPDATE and
-# COPY, guarded or not, each in a fresh backend whose peak memory (VmHWM)
-# is read right after it.
+# COPY, guarded, with a C BEFORE ROW trigger that does nothing (the floor
+# of any row guard, test/bench/floor) or unguarded, rotated over the
+# rounds, each in a fresh backend whose peak memory (VmHWM) and WAL are
+# read right after it.
 #
 # It reports ratios to the plain write of the same round (median and
 # min-max over the rounds), never fails on a slow machine, and exits
@@ -143,7 +145,10 @@ FLOORS="insert/guard=insert/floor insert/plpgsql=insert/floor"
 # targets of the mixed run: variant=ratio, against the plain write or (vs
 # floor) against the floor
 MIXED_TARGETS="update/advance=0.97 update/guard=0.97"
-MIXED_FLOOR_TARGETS="insert/guard=0.97 idem/idem=0.90"
+MIXED_FLOOR_TARGETS="insert/guard=0.97"
+# variant=strict floor it is also compared with, and the targets against it
+STRICT_FLOORS=""
+MIXED_STRICT_TARGETS="idem/idem=0.90"
 
 # The idempotency helpers join when main has them.
 HAVE_IDEM=0
@@ -151,10 +156,12 @@ if grep -q 'FUNCTION @extschema@.idem_begin' "$FENCING_ROOT"/sql/fencing--*.sql 
     HAVE_IDEM=1
     VARIANTS+="idem|bare|bare business INSERT|idem_bare|-|orders_bare
 idem|floor|idempotent-request floor: one statement|idem_floor|-|orders_floor
+idem|strict|strict floor: key, hash and result only|idem_strict|-|orders_strict
 idem|idem|idem_begin + INSERT + idem_complete|idem_helpers|-|orders_idem
 idem|plpgsql|the same hand-written in PL/pgSQL|idem_plpgsql|-|orders_hand
 "
     FLOORS+=" idem/idem=idem/floor idem/plpgsql=idem/floor"
+    STRICT_FLOORS="idem/idem=idem/strict idem/plpgsql=idem/strict idem/floor=idem/strict"
 fi
 
 bench_fail=0
@@ -273,7 +280,10 @@ self_check_before() {
         problem "key-scope floor self-check: a stale token, a newer one and the same again gave (rows added, fence) $(tr '\n' ' ' <<<"$out"); expected 0, then 1 and 1:5, then still 1"
 
     [ "$HAVE_IDEM" = 1 ] || return
-    out=$(bpsql 2>&1 <<'SQL'
+    local f
+    for f in floor strict; do
+    # the same checks of each: names ending in _floor become _strict
+    out=$(sed -e "s/_floor/_$f/g" -e "s/floor_keys/${f}_keys/g" <<'SQL' | bpsql 2>&1
 BEGIN;
 DO $$
 DECLARE
@@ -304,11 +314,12 @@ END
 $$;
 ROLLBACK;
 SQL
-    ) || problem "idempotent-request floor self-check: $out"
+    ) || problem "idempotent-request $f floor self-check: $out"
+    done
 }
 
 self_check_after() {
-    local out keys orders nk no nbad t
+    local out keys orders state nk no nbad t
     out=$(bpsql -c "SELECT count(*) FROM led_floor_fences AS f
                      WHERE f.fence OPERATOR(fencing.<>)
                            (SELECT fencing.max(l.fence) FROM led_floor AS l
@@ -316,11 +327,12 @@ self_check_after() {
         { problem "key-scope floor check failed: $out"; return; }
     [ "$out" = 0 ] || problem "key-scope floor: $out accounts whose fence is not their ledger's newest token"
     [ "$HAVE_IDEM" = 1 ] || return
-    for t in "floor_keys orders_floor" "fencing.idempotency_keys orders_idem"; do
-        read -r keys orders <<<"$t"
+    for t in "floor_keys orders_floor k.state" "strict_keys orders_strict 'done'" \
+        "fencing.idempotency_keys orders_idem k.state"; do
+        read -r keys orders state <<<"$t"
         out=$(bpsql -F ' ' -c "SELECT (SELECT count(*) FROM $keys), (SELECT count(*) FROM $orders),
                                       (SELECT count(*) FROM $keys AS k
-                                        WHERE k.state <> 'done'
+                                        WHERE $state <> 'done'
                                            OR NOT EXISTS (SELECT FROM $orders AS o
                                                            WHERE o.id = (k.result ->> 'order')::bigint
                                                              AND k.key = 'order:' || o.ref))" 2>&1) ||
@@ -383,24 +395,35 @@ $(grep -iE 'aborted|error|fatal' <<<"$out" | head -5)"
     fi
 }
 
-# One bulk statement in a fresh backend: time and peak memory afterwards.
-# Appends "bulk name round seconds vmhwm_kb context_bytes".
+# One bulk statement in a fresh backend: time, peak memory and the WAL it
+# wrote (the server's, nothing else runs meanwhile).  Appends "bulk name
+# round seconds vmhwm_kb context_bytes wal_bytes".
 run_bulk_one() {
     local name=$1 round=$2 sql=$3 out
     out=$(bpsql -F ' ' <<EOF 2>&1
-SELECT extract(epoch FROM clock_timestamp()) AS t0 \gset
+SELECT extract(epoch FROM clock_timestamp()) AS t0, pg_current_wal_insert_lsn() AS w0 \gset
 $sql
 SELECT round((extract(epoch FROM clock_timestamp()) - :t0)::numeric, 3),
        (regexp_match(pg_read_file('/proc/self/status'), 'VmHWM:\s*(\d+)'))[1],
-       (SELECT sum(used_bytes) FROM pg_backend_memory_contexts);
+       (SELECT sum(used_bytes) FROM pg_backend_memory_contexts),
+       pg_current_wal_insert_lsn() - :'w0'::pg_lsn;
 EOF
     ) || { problem "bulk/$name (round $round): $out"; return; }
-    local secs hwm ctx
-    read -r secs hwm ctx <<<"$(tail -1 <<<"$out")"
-    printf 'bulk\t%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "${secs:-0}" "${hwm:-0}" "${ctx:-0}" \
+    local secs hwm ctx wal
+    read -r secs hwm ctx wal <<<"$(tail -1 <<<"$out")"
+    printf 'bulk\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$round" "${secs:-0}" "${hwm:-0}" "${ctx:-0}" "${wal:-0}" \
         >>"$WORK/bulk.tsv"
-    printf '  bulk     %-10s round %d: %s s, VmHWM %s kB, contexts %s bytes\n' \
-        "$name" "$round" "$secs" "$hwm" "$ctx" >&2
+    printf '  bulk     %-15s round %d: %s s, VmHWM %s kB, contexts %s bytes, WAL %s bytes\n' \
+        "$name" "$round" "$secs" "$hwm" "$ctx" "$wal" >&2
+}
+
+# The words after $1, rotated left by $1 - 1.
+rotate() {
+    local k=$(($1 - 1)); shift
+    local a=("$@") i
+    for i in $(seq 0 $((${#a[@]} - 1))); do
+        printf '%s ' "${a[$(((i + k) % ${#a[@]}))]}"
+    done
 }
 
 run_bulk() {
@@ -408,7 +431,7 @@ run_bulk() {
     for r in $(seq 1 "$BULK_ROUNDS"); do
         EPOCH=$((EPOCH + 1))
         e=$EPOCH
-        bpsql -c "VACUUM bulk_plain" -c "VACUUM bulk_guard" -c "CHECKPOINT"
+        bpsql -c "VACUUM bulk_plain" -c "VACUUM bulk_floor" -c "VACUUM bulk_guard" -c "CHECKPOINT"
         # the files to load: one token for all rows (a holder loading its
         # batch), and a newer token on every row (each row pays the check)
         bpsql -c "COPY (SELECT 1 + g % $ACCOUNTS, 1, '$e:1' FROM generate_series(1, $BULK_ROWS) g)
@@ -416,17 +439,20 @@ run_bulk() {
               -c "COPY (SELECT 1 + g % $ACCOUNTS, 1, '$e:' || g FROM generate_series(1, $ROWTOKEN_ROWS) g)
                     TO '$WORK/data/row_tokens.csv' (FORMAT csv)"
         guard_stats0=$(table_stats bulk_guard)
-        run_bulk_one update_plain "$r" "UPDATE bulk_plain SET balance = balance + 1, fence = '$e:1';"
-        run_bulk_one update_guard "$r" "UPDATE bulk_guard SET balance = balance + 1, fence = '$e:1';"
+        # unguarded, floor and guarded, rotated by the round (as the
+        # variants are), so that none always runs first
+        for v in $(rotate "$r" plain floor guard); do
+            run_bulk_one "update_$v" "$r" "UPDATE bulk_$v SET balance = balance + 1, fence = '$e:1';"
+        done
         guard_stats1=$(table_stats bulk_guard)
         if [ $(( ${guard_stats1%% *} - ${guard_stats0%% *} )) -ne "$BULK_ROWS" ]; then
             problem "bulk UPDATE: fencing.stats counted $guard_stats0 -> $guard_stats1, expected $BULK_ROWS more accepted"
         fi
         bpsql -c "CHECKPOINT"
-        run_bulk_one copy_plain "$r" \
-            "COPY ledbulk_plain (account_id, amount, fence) FROM '$WORK/data/one_token.csv' (FORMAT csv);"
-        run_bulk_one copy_guard "$r" \
-            "COPY ledbulk_guard (account_id, amount, fence) FROM '$WORK/data/one_token.csv' (FORMAT csv);"
+        for v in $(rotate "$r" plain floor guard); do
+            run_bulk_one "copy_$v" "$r" \
+                "COPY ledbulk_$v (account_id, amount, fence) FROM '$WORK/data/one_token.csv' (FORMAT csv);"
+        done
         run_bulk_one copy_plain_rows "$r" \
             "COPY ledbulk_plain (account_id, amount, fence) FROM '$WORK/data/row_tokens.csv' (FORMAT csv);"
         run_bulk_one copy_guard_rows "$r" \
@@ -502,6 +528,7 @@ function maxof(arr, n,    i, m) { m = arr[1]; for (i = 2; i <= n; i++) if (arr[i
 # per-round ratios; >1 means faster).
 summarise_mixed() {
     awk -F'\t' -v floors="$FLOORS" -v targets="$MIXED_TARGETS" -v ftargets="$MIXED_FLOOR_TARGETS" \
+        -v sfloors="$STRICT_FLOORS" -v stargets="$MIXED_STRICT_TARGETS" \
         -v clients="$CLIENTS" -v secs="$MIXED_SECS" "$AWK_STATS"'
     # the ratio column of v against base: "median (min-max)", or ""
     function ratio(v, base,    r, n, rt) {
@@ -517,23 +544,28 @@ summarise_mixed() {
         n = split(floors, fl, " "); for (i = 1; i <= n; i++) { split(fl[i], kv, "="); floor_of[kv[1]] = kv[2] }
         n = split(targets, tl, " "); for (i = 1; i <= n; i++) { split(tl[i], kv, "="); target[kv[1]] = kv[2] }
         n = split(ftargets, tl, " "); for (i = 1; i <= n; i++) { split(tl[i], kv, "="); ftarget[kv[1]] = kv[2] }
+        n = split(sfloors, fl, " "); for (i = 1; i <= n; i++) { split(fl[i], kv, "="); strict_of[kv[1]] = kv[2] }
+        n = split(stargets, tl, " "); for (i = 1; i <= n; i++) { split(tl[i], kv, "="); starget[kv[1]] = kv[2] }
     }
     FNR == NR { order[++nv] = $1; label[$1] = $2; split($1, gv, "/"); base[$1] = gv[1] "/" $3; next }
     { lat[$1, $2] = $3; if ($1 > rounds) rounds = $1 }
     END {
         printf "\nmixed run, synchronous_commit = off: every variant in one pgbench run (%d clients, %d s, %d round(s));\n", clients, secs, rounds
         printf "mean latency of the plain write (or the floor) / this one (median, min-max over the rounds)\n"
-        printf "%-8s %-44s %-18s %-18s %s\n", "group", "variant", "vs plain write", "vs floor", "target"
+        printf "%-8s %-44s %-18s %-18s %-18s %s\n", "group", "variant", "vs plain write", "vs floor", "vs strict floor", "target"
         for (vi = 1; vi <= nv; vi++) {
             v = order[vi]; split(v, gv, "/")
             if (gv[1] == "storm" || !((1, v) in lat)) continue
             rp = (v == base[v]) ? "1.00" : ratio(v, base[v]); mp = last
             rf = ""; mf = 0
             if (v in floor_of) { rf = ratio(v, floor_of[v]); mf = last }
+            rs = ""; ms = 0
+            if (v in strict_of) { rs = ratio(v, strict_of[v]); ms = last }
             t = ""
-            if (v in ftarget && rf != "") t = verdict(v, ftarget[v], mf) " of floor"
+            if (v in starget && rs != "") t = verdict(v, starget[v], ms) " of strict floor"
+            else if (v in ftarget && rf != "") t = verdict(v, ftarget[v], mf) " of floor"
             else if (v in target && rp != "") t = verdict(v, target[v], mp)
-            printf "%-8s %-44s %-18s %-18s %s\n", gv[1], label[v], rp, rf, t
+            printf "%-8s %-44s %-18s %-18s %-18s %s\n", gv[1], label[v], rp, rf, rs, t
         }
     }' "$WORK/variants" "$WORK/mixed.tsv"
 }
@@ -584,20 +616,31 @@ summarise() {
 
 summarise_bulk() {
     awk -F'\t' "$AWK_STATS"'
-    { secs[$2, $3] = $4; hwm[$2, $3] = $5; if ($3 > rounds) rounds = $3 }
-    function line(name, basename, label,    r, n, rt, hw, hb) {
-        n = 0
-        for (r = 1; r <= rounds; r++) if (secs[basename, r] > 0) { rt[++n] = secs[name, r] / secs[basename, r]; hw[n] = hwm[name, r] / 1024; hb[n] = hwm[basename, r] / 1024 }
+    { secs[$2, $3] = $4; hwm[$2, $3] = $5; wal[$2, $3] = $7; if ($3 > rounds) rounds = $3 }
+    # time / the unguarded statement and / the floor (a C no-op BEFORE ROW
+    # trigger), both of the same round; memory; WAL per row
+    function line(name, basename, floorname, label, nrows,    r, n, m, rt, rf, hw, hb, wr, vf) {
+        n = 0; m = 0
+        for (r = 1; r <= rounds; r++) if (secs[basename, r] > 0) {
+            rt[++n] = secs[name, r] / secs[basename, r]; hw[n] = hwm[name, r] / 1024; hb[n] = hwm[basename, r] / 1024
+            wr[n] = wal[name, r] / nrows
+            if (floorname != "" && secs[floorname, r] > 0) rf[++m] = secs[name, r] / secs[floorname, r]
+        }
         if (n == 0) return
-        printf "%-8s %-44s %7.2f %12.0f %12.0f  %s\n", "bulk", label, median(rt, n), median(hb, n), median(hw, n), target_of[name]
+        vf = m > 0 ? sprintf("%.2f (%.2f-%.2f)", median(rf, m), minof(rf, m), maxof(rf, m)) : ""
+        printf "%-8s %-52s %17s %17s %12.0f %12.0f %8.0f  %s\n", "bulk", label, sprintf("%.2f (%.2f-%.2f)", median(rt, n), minof(rt, n), maxof(rt, n)), vf, median(hb, n), median(hw, n), median(wr, n), target_of[name]
     }
     END {
-        target_of["update_guard"] = "<= 1.30"; target_of["copy_guard"] = "<= 1.30"
-        printf "\nbulk, %d rows: time / the unguarded statement (median over %d rounds), peak backend memory (VmHWM, MB)\n", ROWS, rounds
-        printf "%-8s %-44s %7s %12s %12s  %s\n", "group", "variant", "time", "VmHWM plain", "VmHWM this", "target"
-        line("update_guard", "update_plain", "UPDATE of every row, guard row scope")
-        line("copy_guard", "copy_plain", "COPY ledger, key scope, one token")
-        line("copy_guard_rows", "copy_plain_rows", "COPY ledger, key scope, a new token per row (" RT " rows)")
+        target_of["update_guard"] = "<= 1.15"; target_of["copy_guard"] = "<= 1.15"
+        printf "\nbulk, %d rows: time / the unguarded statement and / the floor (a C no-op BEFORE ROW trigger), median (min-max) over %d rounds; peak backend memory (VmHWM, MB); WAL bytes per row\n", ROWS, rounds
+        printf "%-8s %-52s %17s %17s %12s %12s %8s  %s\n", "group", "variant", "time", "vs floor", "VmHWM plain", "VmHWM this", "WAL/row", "target"
+        line("update_plain", "update_plain", "", "UPDATE of every row, unguarded", ROWS)
+        line("update_floor", "update_plain", "", "UPDATE of every row, no-op C trigger (floor)", ROWS)
+        line("update_guard", "update_plain", "update_floor", "UPDATE of every row, guard row scope", ROWS)
+        line("copy_plain", "copy_plain", "", "COPY ledger, unguarded", ROWS)
+        line("copy_floor", "copy_plain", "", "COPY ledger, no-op C trigger (floor)", ROWS)
+        line("copy_guard", "copy_plain", "copy_floor", "COPY ledger, key scope, one token", ROWS)
+        line("copy_guard_rows", "copy_plain_rows", "", "COPY ledger, key scope, a new token per row (" RT " rows)", RT)
     }' ROWS="$BULK_ROWS" RT="$ROWTOKEN_ROWS" "$WORK/bulk.tsv"
 }
 
@@ -605,6 +648,7 @@ summarise_bulk() {
 
 fencing_deps
 fencing_build ""
+fencing_build_bench_floor
 WORK=$FENCING_WORK/bench
 mkdir -p "$WORK/scripts" "$WORK/log" "$WORK/data"
 cp "$here"/scripts/*.sql "$here"/setup*.sql "$WORK/scripts/"

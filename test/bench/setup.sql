@@ -14,6 +14,8 @@
 --             statement that inserts the ledger row only if the token won
 --   bulk_*    1,000,000 rows updated by one statement, guarded or not
 --   ledbulk_* ledgers loaded by COPY, guarded in key scope or not
+--   bulk_floor, ledbulk_floor  the same with a C BEFORE ROW trigger that
+--             does nothing (test/bench/floor): the floor of any row guard
 --
 -- The script variables are psql's: :rows (100000), :accounts (1000),
 -- :bulk_rows (1000000).
@@ -149,5 +151,18 @@ CREATE TABLE ledbulk_guard (LIKE led_plain INCLUDING ALL);
 CREATE TABLE ledbulk_guard_rows (LIKE led_plain INCLUDING ALL);
 SELECT fencing.protect('ledbulk_guard', key_columns => '{account_id}');
 SELECT fencing.protect('ledbulk_guard_rows', key_columns => '{account_id}');
+
+-- The floor of any BEFORE ROW guard: PostgreSQL's cost of the trigger
+-- alone (COPY row by row, UPDATE locking each row), built and installed by
+-- the runner from test/bench/floor into its private copy of PostgreSQL.
+CREATE FUNCTION bench_noop_trigger() RETURNS trigger
+    LANGUAGE c AS '$libdir/bench_floor', 'bench_noop_trigger';
+CREATE TABLE bulk_floor (LIKE bulk_plain INCLUDING ALL);
+INSERT INTO bulk_floor SELECT * FROM bulk_plain;
+CREATE TRIGGER bench_floor BEFORE UPDATE ON bulk_floor
+    FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger();
+CREATE TABLE ledbulk_floor (LIKE led_plain INCLUDING ALL);
+CREATE TRIGGER bench_floor BEFORE INSERT ON ledbulk_floor
+    FOR EACH ROW EXECUTE FUNCTION bench_noop_trigger();
 
 VACUUM ANALYZE;

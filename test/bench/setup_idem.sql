@@ -23,6 +23,11 @@
 --                         table is a copy of fencing.idempotency_keys
 --                         (columns, indexes, fillfactor), so the two differ
 --                         only in the work done.
+--   bench_order_strict(r) the strict floor: the same one statement on a key
+--                         table holding only what replaying needs (the key,
+--                         the request's SHA-256 and the result; the primary
+--                         key its only index): no owner, no times, no
+--                         retention, so no purge either.
 
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
@@ -141,6 +146,42 @@ BEGIN
     IF res IS NULL THEN
         -- the key was known: replay its result, or refuse another request
         SELECT f.request_hash, f.result INTO old FROM floor_keys AS f WHERE f.key = k;
+        IF old.request_hash <> sha256(convert_to(req::text, 'UTF8')) THEN
+            RAISE EXCEPTION 'idempotency key % was already used with a different request', k
+                USING ERRCODE = 'SF003';
+        END IF;
+        RETURN old.result;
+    END IF;
+    RETURN res;
+END
+$$;
+
+CREATE TABLE orders_strict (LIKE orders_bare INCLUDING ALL);
+CREATE TABLE strict_keys (
+    key text PRIMARY KEY,
+    request_hash bytea NOT NULL,
+    result jsonb NOT NULL
+);
+
+CREATE FUNCTION bench_order_strict(r bigint, cents int DEFAULT 1250) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    k text := 'order:' || r;
+    req jsonb := jsonb_build_object('amount_cents', cents);
+    res jsonb;
+    old record;
+BEGIN
+    WITH key AS (
+        INSERT INTO strict_keys (key, request_hash, result)
+        VALUES (k, sha256(convert_to(req::text, 'UTF8')),
+                jsonb_build_object('order', nextval('orders_bare_id_seq')))
+        ON CONFLICT (key) DO NOTHING
+        RETURNING result)
+    INSERT INTO orders_strict (id, ref, amount_cents)
+        SELECT (key.result ->> 'order')::bigint, r, cents FROM key
+    RETURNING jsonb_build_object('order', id) INTO res;
+    IF res IS NULL THEN
+        SELECT s.request_hash, s.result INTO old FROM strict_keys AS s WHERE s.key = k;
         IF old.request_hash <> sha256(convert_to(req::text, 'UTF8')) THEN
             RAISE EXCEPTION 'idempotency key % was already used with a different request', k
                 USING ERRCODE = 'SF003';

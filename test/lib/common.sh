@@ -212,6 +212,14 @@ fencing_build() {
     export FENCING_BINDIR PG_CONFIG
 }
 
+# The benchmark's no-op C trigger (test/bench/floor, the floor of a row
+# guard), built and installed into the copy $FENCING_WORK/${1:-install}
+# that fencing_build made.
+fencing_build_bench_floor() {
+    fencing_make_install "$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench/floor" && pwd)" \
+        "$FENCING_WORK/${1:-install}" ""
+}
+
 # Run a command as the postgres OS user (initdb refuses root), keeping the
 # environment that the tests need.
 fencing_as_postgres() {
