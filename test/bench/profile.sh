@@ -113,7 +113,7 @@ count_rows() {
 
 fencing_deps
 fencing_build ""
-fencing_build_bench_floor
+fencing_build_bench_floor install
 fencing_cluster_start profile "shared_preload_libraries = 'fencing'" "autovacuum = off" "jit = off"
 fencing_as_postgres createdb bench
 fencing_as_postgres psql -X -q -v ON_ERROR_STOP=1 -d bench -v rows=100000 -v accounts=1000 \

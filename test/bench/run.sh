@@ -648,7 +648,7 @@ summarise_bulk() {
 
 fencing_deps
 fencing_build ""
-fencing_build_bench_floor
+fencing_build_bench_floor install
 WORK=$FENCING_WORK/bench
 mkdir -p "$WORK/scripts" "$WORK/log" "$WORK/data"
 cp "$here"/scripts/*.sql "$here"/setup*.sql "$WORK/scripts/"
