@@ -531,6 +531,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	bool		have_column = false;
 	Fence		token;
 	bool		have_token;
+	/* the command this row is written in, before a check of ours moves on */
 	CommandId	cid = GetCurrentCommandId(false);
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
@@ -568,7 +569,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	{
 		/* the moved row carries the token its UPDATE was accepted with */
 		if (newtup != NULL)
-			RememberAcceptedWrite(rel, GetCurrentCommandId(false));
+			RememberAcceptedWrite(rel, cid);
 		return PointerGetDatum(result);
 	}
 	pending_move.state = MOVE_NONE;

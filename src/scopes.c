@@ -412,8 +412,8 @@ LookupScopeCache(ScopeStorage *scope, uint32 hash, Datum *key, bool *nulls)
 		slot = NULL;
 	else
 		slot = &scope_direct[hash & (scope_direct_size - 1)];
-	if (slot != NULL && slot->generation == scope_direct_generation && slot->hash == hash &&
-		slot->storage == scope->relid &&
+	if (slot != NULL && slot->generation == scope_direct_generation &&
+		slot->hash == hash && slot->storage == scope->relid &&
 		ScopeKeyEqual(scope, slot->item->key, slot->item->nulls, key, nulls))
 		return slot->item;
 	memset(&bkey, 0, sizeof(bkey));
