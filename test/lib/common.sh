@@ -350,3 +350,20 @@ fencing_regress() {
     [ -f "$out/regression.diffs" ] && head -200 "$out/regression.diffs" | sed 's/^/# /'
     [ "$st" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$n" -gt 0 ]
 }
+
+# TAP for suites written in shell: tap_ok COND DESCRIPTION prints "ok N -
+# ..." (COND 0, true or t) or "not ok N - ...", tap_diag TEXT... prints
+# diagnostics ("# ..."), tap_done the plan "1..N".
+tap_n=0
+tap_failed=0
+tap_ok() {
+    tap_n=$((tap_n + 1))
+    if [ "$1" = 0 ] || [ "$1" = true ] || [ "$1" = t ]; then
+        echo "ok $tap_n - $2"
+    else
+        echo "not ok $tap_n - $2"
+        tap_failed=$((tap_failed + 1))
+    fi
+}
+tap_diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
+tap_done() { echo "1..$tap_n"; }

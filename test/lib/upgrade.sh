@@ -2,9 +2,6 @@
 # test/lib/upgrade.sh: helpers of the upgrade suites (test/suites/update.sh,
 # test/suites/pg_upgrade.sh).  Source after test/lib/common.sh.
 #
-#   tap_ok COND DESCRIPTION       print "ok N - ..." or "not ok N - ..."
-#   tap_diag TEXT...              print TAP diagnostics ("# ...")
-#   tap_done                      print the plan "1..N"
 #   fencing_versions              the extension's versions, oldest first,
 #                                 from sql/fencing--*.sql
 #   fencing_newest_version        default_version of fencing.control
@@ -32,27 +29,6 @@
 #                                 its config tables by name, and the pg_depend
 #                                 membership via pg_identify_object
 #   fencing_sql DB SQL...         psql -X -At -v ON_ERROR_STOP=1 as postgres
-
-tap_n=0
-tap_failed=0
-
-tap_ok() {
-    tap_n=$((tap_n + 1))
-    if [ "$1" = 0 ] || [ "$1" = true ] || [ "$1" = t ]; then
-        echo "ok $tap_n - $2"
-    else
-        echo "not ok $tap_n - $2"
-        tap_failed=$((tap_failed + 1))
-    fi
-}
-
-tap_diag() {
-    printf '%s\n' "$@" | sed 's/^/# /'
-}
-
-tap_done() {
-    echo "1..$tap_n"
-}
 
 fencing_sql() {
     local db=$1; shift

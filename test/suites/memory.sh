@@ -18,8 +18,6 @@
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
-# shellcheck source=../lib/upgrade.sh
-. "$FENCING_ROOT/test/lib/upgrade.sh"      # tap_ok, tap_diag
 trap fencing_cleanup EXIT
 FENCING_KEEP=1      # the scratch directory is test/check.sh's
 

@@ -3,9 +3,13 @@
 # replicas, pg_dump and restore, fuzzing, stress; PostgreSQL::Test::Cluster,
 # each test starting servers of its own) through `make prove_installcheck`,
 # as the postgres OS user, in the copy of the tree, with the build of
-# test/check.sh.  Prints prove's verbose TAP.  test/t/091_pg_upgrade.pl
-# skips here (no FENCING_UPGRADE_* variables): the pg_upgrade suite builds
-# its installations and runs it.
+# test/check.sh.  Prints prove's verbose TAP.
+#
+# A test that needs what another suite builds (pg_upgrade's installations,
+# Citus, the lock services) is told where it is by that suite, in variables
+# FENCING_UPGRADE_*, FENCING_CITUS_*, FENCING_LOCKSVC_*, FENCING_CLIENT_*
+# (test/README.md), and skips without them: they are unset here, so those
+# tests skip in this suite and run in theirs.
 #
 # Alone, after make install (IPC::Run needed):
 #   make prove_installcheck [PROVE_TESTS=test/t/001_smoke.pl] [PROVE_FLAGS=-v]
@@ -13,9 +17,11 @@
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+unset_args=(-u PGHOST -u PGPORT -u PGDATA -u PGDATABASE)
+for v in $(compgen -e | grep -E '^FENCING_(UPGRADE|CITUS|LOCKSVC|CLIENT)_'); do
+    unset_args+=(-u "$v")
+done
 # the tests start their own servers: no connection of the main cluster
-fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE \
-    -u FENCING_UPGRADE_OLD_INSTALL -u FENCING_UPGRADE_NEW_INSTALL \
-    -u FENCING_UPGRADE_RELEASE_INSTALL -u FENCING_UPGRADE_RELEASE_ERROR \
+fencing_as_postgres env "${unset_args[@]}" \
     make -C "$FENCING_SRC" --no-print-directory prove_installcheck \
     PG_CONFIG="$PG_CONFIG" PROVE_FLAGS=-v
