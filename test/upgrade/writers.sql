@@ -18,7 +18,11 @@
 --
 -- app.watcher(seconds): every 50 ms, the fences of the accounts and the
 -- highest fence and number of rows of each scope name, into app.watch,
--- so that a lowered fence would show.
+-- so that a lowered fence would show.  Each look's rows carry the time
+-- before its statement began (since) and each row the time it was written
+-- (at): a look whose since is after another's at took its snapshot after
+-- that one, so it must see no lower fence.  (Two watchers run at once: the
+-- order of their rows' times alone does not order their snapshots.)
 
 SET client_min_messages = warning;
 
@@ -109,17 +113,22 @@ BEGIN
 END
 $fn$;
 
+ALTER TABLE app.watch ADD COLUMN since timestamptz;
+
 CREATE PROCEDURE app.watcher(seconds float8)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     deadline timestamptz := clock_timestamp() + make_interval(secs => seconds);
+    t timestamptz;
 BEGIN
     LOOP
         EXIT WHEN (SELECT stop FROM app.control) OR clock_timestamp() > deadline;
-        INSERT INTO app.watch (what, fence, n)
-             SELECT 'account ' || id, fence, NULL FROM app.accounts WHERE id <= 10;
-        INSERT INTO app.watch (what, fence, n)
-             SELECT 'scope ' || scope_name, fencing.max(fence), count(*)
+        t := clock_timestamp();
+        INSERT INTO app.watch (what, fence, n, since)
+             SELECT 'account ' || id, fence, NULL, t FROM app.accounts WHERE id <= 10;
+        t := clock_timestamp();
+        INSERT INTO app.watch (what, fence, n, since)
+             SELECT 'scope ' || scope_name, fencing.max(fence), count(*), t
                FROM fencing.scopes GROUP BY scope_name;
         COMMIT;
         PERFORM pg_sleep(0.05);
