@@ -148,7 +148,7 @@ sub session
 {
 	my ($node, $name, $sql, $repeat) = @_;
 	spawn($sessions{$name} =
-		  { node => $node, sql => $sql, log => "$tmp/$name.log", repeat => $repeat });
+		  { node => $node, sql => $sql, log => "$tmp/" . $node->name . "-$name.log", repeat => $repeat });
 	return;
 }
 
@@ -176,7 +176,7 @@ sub stop_sessions
 		my $s = $sessions{$name};
 		$s->{h}->pumpable ? $s->{h}->kill_kill : $s->{h}->finish;
 		my @l = split /\n/, (-s $s->{log} ? slurp_file($s->{log}) : '');
-		note("$name.log: " . join("\n", @l[ 0 .. ($#l < 4 ? $#l : 4) ])) if @l;
+		note(File::Basename::basename($s->{log}) . ": " . join("\n", @l[ 0 .. ($#l < 4 ? $#l : 4) ])) if @l;
 	}
 	%sessions = ();
 	$stopping = 0;
