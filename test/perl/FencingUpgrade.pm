@@ -140,20 +140,20 @@ sub copy_install
 	# copied to the same place relative to it
 	my $root = $inst;
 	$root = dirname($root) while grep { index("$_/", "$root/") != 0 } @dirs;
+	my $at = sub { my $rel = File::Spec->abs2rel($_[0], $root); $rel eq '.' ? $dir : "$dir/$rel" };
 	foreach my $d ($inst, grep { index("$_/", "$inst/") != 0 } @dirs)
 	{
-		my $to = "$dir/" . File::Spec->abs2rel($d, $root);
-		make_path(dirname($to));
-		system('cp', '-a', $d, $to) == 0 or die "cp -a $d $to failed";
+		make_path($at->($d));
+		system('cp', '-a', "$d/.", $at->($d)) == 0 or die "cp -a $d failed";
 	}
-	return "$dir/" . File::Spec->abs2rel($inst, $root);
+	return $at->($inst);
 }
 
 # $src over $dst: a new file beside it, then a rename
 sub replace_file
 {
 	my ($src, $dst) = @_;
-	copy($src, "$dst.new") or die "copy $src: $!";
+	copy($src, "$dst.new") or die "copy $src to $dst.new: $!";
 	chmod((stat $src)[2] & 07777, "$dst.new");
 	rename("$dst.new", $dst) or die "rename $dst.new: $!";
 	return;
