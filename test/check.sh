@@ -3,7 +3,7 @@
 # and 18 (what `make test` and .ci/run run; test/README.md describes each
 # suite).
 #
-#   sudo bash test/check.sh          every suite on 15, then on 18
+#   sudo bash test/check.sh          every suite on 15 and on 18, side by side
 #   sudo bash test/check.sh --pg 18  one server version only (15 or 18)
 #   sudo FENCING_SUITES="regress isolation" bash test/check.sh --pg 15
 #
@@ -13,15 +13,15 @@
 # source once and cached, test/lib/pg18.sh), copies the tree where the
 # postgres OS user can read it, starts the main cluster (fencing
 # preloaded), runs each suite and adds up what they print.  Each version
-# runs in a process of its own; every summary line names its version, and
+# runs in a process of its own (both at once); every summary line names its version, and
 # the last line is "N passed, M failed" over all of them; the exit status
 # is non-zero when anything failed.
 #
-# A suite is test/suites/NAME.sh.  By default they run in this order:
-# regress isolation pgtap tap memory, then every other suite by name, then
-# bench (last: it rebuilds without assertions).  FENCING_SUITES="a b" runs
-# those given, in that order; FENCING_KEEP=1 keeps the scratch directory
-# (logs, diffs, results) for a post-mortem.
+# A suite is test/suites/NAME.sh.  By default they start in this order:
+# regress isolation pgtap (alone, one after the other), then tap memory,
+# every other suite by name, bench, FENCING_JOBS (2) at a time.
+# FENCING_SUITES="a b" runs those given, in that order; FENCING_KEEP=1
+# keeps the scratch directory (logs, diffs, results) for a post-mortem.
 #
 # The contract of a suite script: it runs as root, from the scratch
 # directory, with
@@ -57,18 +57,37 @@ done
 pg_versions=${pg_versions:-$FENCING_PGVERSIONS}
 read -r -a pg_list <<<"$pg_versions"
 
-# More than one version: run this script once per version, one after the
-# other, and sum their results.
+# The TAP tests of every pass reserve their ports in one directory
+# (PostgreSQL::Test::Cluster), so that passes side by side never share one.
+export PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-/tmp/fencing-portlock}
+mkdir -p "$PG_TEST_PORT_DIR" && chmod 1777 "$PG_TEST_PORT_DIR"
+
+# More than one version: run this script once per version, side by side
+# (FENCING_SERIAL=1: one after the other), and sum their results.  The
+# first version's output is shown as it comes, each other's when the one
+# before it has ended.  Packages common to all versions are installed
+# first, so that two apt runs do not race.
 if [ "${#pg_list[@]}" -gt 1 ]; then
     all_pass=0
     all_fail=0
     lines=()
     t_all=$SECONDS
+    fencing_set_pgver "${pg_list[0]}"
+    fencing_deps
+    logs=() pids=()
     for v in "${pg_list[@]}"; do
-        t_v=$SECONDS
         log=$(mktemp "/tmp/fencing-check-$v.XXXXXX")
+        logs+=("$log")
+        bash "$0" --pg "$v" >"$log" 2>&1 &
+        pids+=($!)
+        [ -n "${FENCING_SERIAL:-}" ] && wait $!
+    done
+    trap 'kill "${pids[@]}" 2>/dev/null; exit 130' INT TERM
+    for i in "${!pg_list[@]}"; do
+        v=${pg_list[$i]} log=${logs[$i]}
         fencing_log "=== PostgreSQL $v ==="
-        bash "$0" --pg "$v" 2>&1 | tee "$log"
+        tail -n +1 --pid="${pids[$i]}" -f "$log"
+        wait "${pids[$i]}"
         last=$(tail -n 1 "$log")
         if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
             all_pass=$((all_pass + BASH_REMATCH[1]))
@@ -86,7 +105,7 @@ if [ "${#pg_list[@]}" -gt 1 ]; then
             s && !f && !k && /^  / { sub(/^  /, ""); print }
             s && k { sub(/^  /, ""); print "known failure of PostgreSQL (not counted), on " v ": " $0 }
             s && f { sub(/^  /, ""); print "failure on " v ": " $0 }' "$log")
-        lines+=("$(printf 'PostgreSQL %s: %s (%d s)' "$v" "$last" $((SECONDS - t_v)))")
+        lines+=("PostgreSQL $v: $last")
         rm -f "$log"
     done
     echo
@@ -147,7 +166,8 @@ fencing_log "cluster up on port $PGPORT"
 
 # Count a suite's TAP: "ok N", "not ok N" (a "# TODO" one is a known
 # failure of PostgreSQL); a script that failed without a failing line
-# fails once.
+# fails once.  Prints the suite's summary line; LOG.report.counts gets
+# "passed failed".
 count_tap() {
     local log=$1 name=$2 status=$3
     local ok bad known
@@ -160,33 +180,72 @@ count_tap() {
         bad=1
         echo "$name: exited $status without a failing assertion (see $log)" >>"$FENCING_WORK/failures"
     fi
-    total_pass=$((total_pass + ok))
-    total_fail=$((total_fail + bad))
-    report+=("$(printf '%-10s PostgreSQL %s %5d passed, %d failed%s (%d s)' "$name" "$FENCING_PGVER" "$ok" "$bad" \
-        "$([ "$known" -gt 0 ] && echo ", $known known failure(s) not ours (TODO, listed below)")" "$4")")
+    echo "$ok $bad" >"$log.report.counts"
+    printf '%-10s PostgreSQL %s %5d passed, %d failed%s (%d s)\n' "$name" "$FENCING_PGVER" "$ok" "$bad" \
+        "$([ "$known" -gt 0 ] && echo ", $known known failure(s) not ours (TODO, listed below)")" "$4"
 }
 
 : >"$FENCING_WORK/failures"
 : >"$FENCING_WORK/known"
-for suite in $suites; do
+# regress, isolation and pgtap run first, one at a time, with nothing
+# beside them: they read counters of the main cluster that any write on
+# it moves.  Every other suite runs on servers of its own (or databases
+# of its own) and they run FENCING_JOBS at a time (default 2); what each
+# prints is shown when it ends, the summary keeps the order of the suites.
+alone=" regress isolation pgtap "
+jobs=${FENCING_JOBS:-2}
+declare -A t_start=()
+run_suite() {
+    local suite=$1
     fencing_log "suite $suite (test/suites/$suite.sh)"
-    t0=$SECONDS
-    log=$FENCING_WORK/suite-$suite.log
-    (cd "$FENCING_WORK" && bash "$FENCING_ROOT/test/suites/$suite.sh") >"$log" 2>&1
-    st=$?
+    t_start[$suite]=$SECONDS
+    { (cd "$FENCING_WORK" && bash "$FENCING_ROOT/test/suites/$suite.sh") >"$FENCING_WORK/suite-$suite.log" 2>&1
+      echo "$? $SECONDS" >"$FENCING_WORK/suite-$suite.status"; } &
+}
+finish_suite() {
+    local suite=$1 log=$FENCING_WORK/suite-$1.log st t1 skip
+    read -r st t1 <"$FENCING_WORK/suite-$suite.status"
     skip=$(sed -n 's/^1\.\.0 *# *[Ss][Kk][Ii][Pp] *//p' "$log" | head -1)
+    fencing_log "suite $suite ended ($((t1 - t_start[$suite])) s)"
     # the log without its passing lines
     grep -vE '^\s*ok [0-9]+' "$log"
     if [ -n "$skip" ] && [ "$st" -eq 0 ]; then
-        report+=("$(printf '%-10s PostgreSQL %s skipped: %s' "$suite" "$FENCING_PGVER" "$skip")")
+        printf '%-10s PostgreSQL %s skipped: %s\n' "$suite" "$FENCING_PGVER" "$skip" >"$log.report"
     else
-        count_tap "$log" "$suite" $st $((SECONDS - t0))
+        count_tap "$log" "$suite" "$st" $((t1 - t_start[$suite])) >"$log.report"
     fi
+}
+running=()
+for suite in $suites; do
+    if [[ $alone == *" $suite "* ]]; then
+        wait; for r in "${running[@]}"; do finish_suite "$r"; done; running=()
+        run_suite "$suite"; wait; finish_suite "$suite"
+        continue
+    fi
+    while [ "${#running[@]}" -ge "$jobs" ]; do
+        wait -n
+        still=()
+        for r in "${running[@]}"; do
+            if [ -f "$FENCING_WORK/suite-$r.status" ]; then finish_suite "$r"; else still+=("$r"); fi
+        done
+        running=("${still[@]}")
+    done
+    run_suite "$suite"
+    running+=("$suite")
+done
+wait
+for r in "${running[@]}"; do finish_suite "$r"; done
+for suite in $suites; do
+    r=$FENCING_WORK/suite-$suite.log.report
+    IFS=' ' read -r ok bad <"$r.counts" 2>/dev/null || { ok=0 bad=0; }
+    total_pass=$((total_pass + ok))
+    total_fail=$((total_fail + bad))
+    report+=("$(cat "$r")")
 done
 
 echo
 echo "Summary"
-echo "  PostgreSQL $FENCING_PGVER: $("$FENCING_BINDIR/postgres" -V)"
+echo "  PostgreSQL $FENCING_PGVER: $("$FENCING_BINDIR/postgres" -V), $SECONDS s in all"
 printf '  %s\n' "${report[@]}"
 if [ -s "$FENCING_WORK/known" ]; then
     echo "Known failures of PostgreSQL itself (not counted):"

@@ -174,26 +174,29 @@ fencing_pg_copy() {
     esac
 }
 
-# Build the extension in source directory $1 (a checkout of any version)
+# Build the extension from source directory $1 (a checkout of any version)
 # with extra CFLAGS $3 and install it into the copy $2 made by
-# fencing_pg_copy; the build log goes to $FENCING_WORK/build.log.
+# fencing_pg_copy; the build log goes to $FENCING_WORK/build.log.  The
+# build happens in a copy of $1 of its own, so that builds for two servers
+# can run at once and no object is left in $1.
 fencing_make_install() {
-    local srcdir=$1 inst=$2 cflags=${3:-}
-    local log=$FENCING_WORK/build.log
-    local mk=(make -C "$srcdir" -s)
+    local srcdir=$1 inst=$2 cflags=${3:-} log b
+    fencing_workdir
+    log=$FENCING_WORK/build.log
+    b=$(mktemp -d "$FENCING_WORK/build.XXXXXX")
+    tar -C "$srcdir" --exclude=.git --exclude=node_modules --exclude=tmp_check -cf - . | tar -C "$b" -xf -
+    local mk=(make -C "$b" -s)
     case $FENCING_PGVER in
     15) mk+=(PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config) ;;
     18) mk+=(PG_CONFIG="$inst/bin/pg_config") ;;
     esac
-    "${mk[@]}" clean >/dev/null 2>&1
-    "${mk[@]}" PG_CFLAGS="$cflags" >"$log" 2>&1 \
+    { "${mk[@]}" clean >/dev/null 2>&1 && "${mk[@]}" PG_CFLAGS="$cflags" >"$log" 2>&1; } \
         || { cat "$log" >&2; fencing_die "build failed (PostgreSQL $FENCING_PGVER)"; }
     case $FENCING_PGVER in
     15) "${mk[@]}" install DESTDIR="$inst" >>"$log" 2>&1 ;;
     18) "${mk[@]}" install >>"$log" 2>&1 ;;
     esac || { cat "$log" >&2; fencing_die "install failed (PostgreSQL $FENCING_PGVER)"; }
-    # leave no objects of this server's build behind for another's
-    "${mk[@]}" clean >/dev/null 2>&1
+    rm -rf "$b"
     chmod -R a+rX "$inst"
 }
 
