@@ -34,7 +34,8 @@
 #                              process whose command line names dir(): a
 #                              list of lines (empty when none)
 #   run(\@cmd, %opt)           run a command to its end: (ok, stdout,
-#                              stderr); %opt: env, timeout (s, default 60)
+#                              stderr, exit code: -1 when it timed out);
+#                              %opt: env, timeout (s, default 60)
 #   wait_until($what, $secs, sub { ... })
 #                              poll (every 0.1 s) until the sub returns
 #                              true; false (and a diag) after $secs
@@ -298,8 +299,9 @@ sub run
 		IPC::Run::run($cmd, '<', \undef, '>', \$out, '2>', \$err,
 			IPC::Run::timeout($opt{timeout} // 60));
 	};
+	my $code = $@ ? -1 : $? >> 8;
 	$err .= $@ if $@;
-	return ($ok ? 1 : 0, $out, $err);
+	return ($ok ? 1 : 0, $out, $err, $code);
 }
 
 sub wait_until
