@@ -96,7 +96,11 @@
 #                                auth_type trust; transaction pooling with
 #                                one server connection by default, so that
 #                                consecutive clients share a backend.  Runs
-#                                as the test's OS user (never root).
+#                                as the test's OS user (never root).  Or
+#                                host => and port => of any server instead
+#                                of node =>; user => (default: the OS
+#                                user) for the server and PgBouncer's
+#                                clients.
 #     $pgb->port, $pgb->connstr  "host=127.0.0.1 port=P user=U dbname=D"
 #     $pgb->stop
 #
@@ -199,11 +203,13 @@ sub spawn
 	{
 		eval {
 			POSIX::setsid() or die "setsid: $!";
-			$ENV{$_} = $opt{env}{$_} for keys %{ $opt{env} // {} };
-			chdir $opt{cwd} or die "chdir $opt{cwd}: $!" if $opt{cwd};
+			# the redirections first: a worker's FIFOs are opened whatever
+			# fails next (its reader sees the end of its output)
 			open STDIN, '<', $opt{stdin} // '/dev/null' or die "stdin: $!";
 			open STDOUT, '>>', $opt{stdout} // $log or die "stdout: $!";
 			open STDERR, '>>', $opt{stderr} // $log or die "stderr: $!";
+			$ENV{$_} = $opt{env}{$_} for keys %{ $opt{env} // {} };
+			chdir $opt{cwd} or die "chdir $opt{cwd}: $!" if $opt{cwd};
 			exec { $cmd->[0] } @$cmd or die "exec $cmd->[0]: $!";
 		};
 		print STDERR "spawn $name: $@";
@@ -680,16 +686,20 @@ sub start
 	my ($class, %opt) = @_;
 	die "PgBouncer refuses to run as root: run the test as an ordinary user\n"
 	  if $< == 0;
-	my $node = $opt{node} or die "FencingLockSvc::PgBouncer->start: node => needed";
+	my $node = $opt{node};
+	my $host = $opt{host} // ($node && $node->host);
+	my $pgport = $opt{port} // ($node && $node->port);
+	die "FencingLockSvc::PgBouncer->start: node => (or host => and port =>) needed"
+	  unless $host && $pgport;
 	my $db = $opt{dbname} // 'postgres';
-	my $self = bless { db => $db, user => scalar getpwuid($<) }, $class;
+	my $self = bless { db => $db, user => $opt{user} // scalar getpwuid($<) }, $class;
 	my $d = $self->{dir} = FencingLockSvc::dir() . "/pgbouncer-$db";
 	File::Path::make_path($d);
 	$self->{port} = FencingLockSvc::free_port();
 	FencingLockSvc::ZooKeeper::_write("$d/userlist.txt", qq{"$self->{user}" ""\n});
 	FencingLockSvc::ZooKeeper::_write(
 		"$d/pgbouncer.ini", join '', map { "$_\n" } '[databases]',
-		"$db = host=" . $node->host . ' port=' . $node->port . " dbname=$db user=$self->{user}",
+		"$db = host=$host port=$pgport dbname=$db user=$self->{user}",
 		'', '[pgbouncer]', 'listen_addr = 127.0.0.1', "listen_port = $self->{port}",
 		'unix_socket_dir =', 'auth_type = trust', "auth_file = $d/userlist.txt",
 		'pool_mode = ' . ($opt{pool_mode} // 'transaction'),
