@@ -76,8 +76,9 @@ sub citus_unusable
 	{
 		return "FENCING_CITUS_INSTALL=$inst: $ext is not installed there (no $share/extension/$ext.control)"
 		  unless -f "$share/extension/$ext.control";
+		my @libs = glob("$lib/$ext.*");
 		return "FENCING_CITUS_INSTALL=$inst: $ext is not installed there (no $ext library in $lib)"
-		  unless glob("$lib/$ext.*");
+		  unless @libs;
 	}
 	return undef;
 }
