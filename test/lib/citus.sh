@@ -1,15 +1,11 @@
 # shellcheck shell=bash
-# test/lib/citus.sh: Citus for the citus suite, from a source tarball (a
-# `git archive` of a release tag; Citus is not in Debian).  Source it after
-# test/lib/common.sh.
-#   fencing_citus_pick SRC...   the newest citus-X.Y.Z.tar.gz among SRC (files,
-#                               or directories holding them) that supports
-#                               PostgreSQL $FENCING_PGVER (as Citus' configure)
-#   fencing_citus_build TARBALL the installed files of its build for the
-#                               server (DESTDIR stage), cached under
-#                               $FENCING_CITUS_CACHE by Citus version, exact
-#                               server version and checksum; built once,
-#                               under a lock, and renamed into place
+# test/lib/citus.sh: Citus for the citus suite, from a source tarball (not
+# in Debian: a `git archive` of a release tag).  Source after common.sh.
+#   fencing_citus_pick SRC...    the newest citus-X.Y.Z.tar.gz in SRC (files or
+#                                directories) supporting PostgreSQL $FENCING_PGVER
+#   fencing_citus_build TARBALL  its build's installed files (a DESTDIR stage),
+#                                cached in $FENCING_CITUS_CACHE by Citus version,
+#                                server version and checksum; built once, locked
 FENCING_CITUS_CACHE=${FENCING_CITUS_CACHE:-/var/cache/fencing/citus}
 
 fencing_citus_pick() {
@@ -44,13 +40,11 @@ fencing_citus_make() {
     rm -rf "$tmp/src"
 }
 
-# build into cache directory $2 from tarball $1, unless a run built it
-# while this one waited for the lock
+# build tarball $1 into cache directory $2 (unless built while we waited)
 fencing_citus_locked_build() {
     local tmp
     [ -d "$2/stage" ] && return 0
-    tmp=$(mktemp -d "$2.build.XXXXXX") || return 1
-    fencing_log "building Citus from $1 into $2"
+    tmp=$(mktemp -d "$2.build.XXXXXX") && fencing_log "building Citus from $1 into $2" || return 1
     fencing_citus_make "$tmp" "$1" && chmod -R a+rX "$tmp" && mv -T "$tmp" "$2" && return 0
     rm -rf "$tmp"
     return 1

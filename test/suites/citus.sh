@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# test/suites/citus.sh: the guard on Citus distributed and reference tables.
-# The checks are the Perl TAP test test/t/100_citus.pl (a coordinator and
-# three workers on PostgreSQL::Test::Cluster); this script builds Citus
-# from FENCING_CITUS_SRC (tarballs, or directories holding them; .ci/run
-# passes the vendor directory's) for the server under test, once, cached
-# (test/lib/citus.sh), installs it beside fencing in the private copy of
-# the server, and runs the test through `make prove_installcheck` as the
-# postgres OS user with FENCING_CITUS_INSTALL naming that copy.  Without a
-# tarball for this server the suite reports itself skipped.
+# test/suites/citus.sh: the guard on Citus distributed and reference tables:
+# test/t/100_citus.pl (a coordinator and three workers).  This script builds
+# Citus from FENCING_CITUS_SRC (tarballs or directories; .ci/run passes the
+# vendor's) for the server under test, once, cached (test/lib/citus.sh),
+# installs it beside fencing in the private copy of the server, and runs the
+# test through `make prove_installcheck` as the postgres OS user with
+# FENCING_CITUS_INSTALL naming that copy.  No tarball for this server: skipped.
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
@@ -32,8 +30,7 @@ else
 fi
 fencing_log "Citus from $stage, installed into $inst"
 
-# a copy of the tree for make prove_installcheck (its tmp_check/ apart
-# from the tap suite's)
+# a copy of the tree for make prove_installcheck (its own tmp_check/)
 test_file=test/t/100_citus.pl
 W=$FENCING_WORK/citus
 mkdir -p "$W/src"
