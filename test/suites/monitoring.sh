@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# test/suites/monitoring.sh: monitoring/ with the real tools.  The checks
-# are test/t/130_monitoring.pl (its head says what it proves); this script
-# installs Debian's prometheus-postgres-exporter and promtool (package
-# prometheus) and runs that file through `make prove_installcheck` as the
-# postgres OS user, in a copy of the tree of its own, with
-# FENCING_CLIENT_EXPORTER and FENCING_CLIENT_PROMTOOL naming them.
+# test/suites/monitoring.sh: monitoring/ with the real tools: installs
+# Debian's prometheus-postgres-exporter and promtool and runs the checks,
+# test/t/130_monitoring.pl, with FENCING_CLIENT_EXPORTER and _PROMTOOL
+# naming them, through `make prove_installcheck` in a copy of the tree.
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
