@@ -566,10 +566,10 @@ compare_more() {
 }
 
 # DEMO_SCRAPE=1: the fencing metrics of one scrape of the exporter
-# (test/lib/exporter.sh), as Prometheus would see them after WHEN.
+# (test/demo/exporter.sh), as Prometheus would see them after WHEN.
 scrape_after() {
     [ -n "${DEMO_SCRAPE:-}" ] || return 0
-    . "$here/lib/exporter.sh"
+    . "$here/demo/exporter.sh"
     if ! fencing_exporter_install || ! fencing_exporter_start shop; then
         fencing_log "DEMO_SCRAPE: the exporter did not start"
         return 0

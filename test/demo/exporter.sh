@@ -1,10 +1,11 @@
 # shellcheck shell=bash
-# test/lib/exporter.sh: Debian's prometheus-postgres-exporter with the
-# query file of monitoring/, for the monitoring suite and the demo.  Source
-# it after test/lib/common.sh; it defines functions and changes nothing
-# until they are called.
+# test/demo/exporter.sh: Debian's prometheus-postgres-exporter with the
+# query file of monitoring/, for the demo's DEMO_SCRAPE=1 (the monitoring
+# suite's checks are test/t/130_monitoring.pl).  Source it after
+# test/lib/common.sh; it defines functions and changes nothing until they
+# are called.
 #
-#   fencing_exporter_install     install the exporter, promtool and curl (apt)
+#   fencing_exporter_install     install the exporter and curl (apt)
 #   fencing_exporter_start DB    start the exporter as the postgres OS user
 #                                against database DB of the cluster at
 #                                $PGPORT, on a free port of 127.0.0.1; sets
@@ -19,14 +20,7 @@ FENCING_EXPORTER_DIR=
 FENCING_EXPORTER_URL=
 
 fencing_exporter_install() {
-    local missing=() p
-    for p in prometheus-postgres-exporter prometheus curl; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
-            || missing+=("$p")
-    done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    fencing_log "installing: ${missing[*]} (prometheus for promtool)"
-    fencing_apt_install "${missing[@]}"
+    fencing_install_missing prometheus-postgres-exporter curl
 }
 
 fencing_exporter_start() {
