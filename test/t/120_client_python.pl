@@ -81,6 +81,7 @@ if ($st != 0 && !$bad)
 cmp_ok($tests, '>', 0, 'the unittest suite ran test cases');
 
 stop_all();
+$node->stop;
 my @left = leftovers("$client/tests/");
 ok(!@left, 'no worker process of the tests is left') or diag(join("\n", @left));
 
