@@ -13,6 +13,10 @@
 #                                           output; a group of its own
 #   FencingClients::tap_checks($out, %o)   "ok - ...", "not ok - ..." lines
 #                                           (numbered or not) as checks
+#   FencingClients::pgenv($node, $db)      libpq's variables for it (TCP)
+#   FencingClients::services($node, $db, @names)
+#                                           etcd, ZooKeeper, Redis, PgBouncer
+#                                           (test/perl/FencingLockSvc.pm)
 #   FencingClients::stop_all()             stop every group started
 #   FencingClients::leftovers(@patterns)   processes still alive: groups
 #                                           started, command lines matching
@@ -22,12 +26,12 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use FencingLockSvc;
 use IPC::Run;
 use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IO::Socket::INET;
 use Time::HiRes qw(time sleep);
 
 our @EXPORT_OK = qw(need_env server run tap_checks stop_all leftovers);
@@ -50,12 +54,14 @@ sub need_env
 }
 
 # A cluster with fencing preloaded, on 127.0.0.1 (the clients connect by
-# TCP, as PgBouncer and the URLs of the examples do).
+# TCP, as the URLs of the examples do); its superuser is postgres, whoever
+# runs the test (the clients' tests and the examples connect as postgres).
 sub server
 {
 	my ($name, @conf) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$ENV{PGUSER} = 'postgres';
+	$node->init(extra => [ '-U', 'postgres' ]);
 	$node->append_conf('postgresql.conf', join("\n",
 		"shared_preload_libraries = 'fencing'",
 		"listen_addresses = '127.0.0.1'",
@@ -100,7 +106,12 @@ sub stop_group
 	for (1 .. 50) { return unless alive($pgid); sleep 0.1; }
 }
 
-sub stop_all { stop_group($_->[1]) foreach reverse @groups; return; }
+sub stop_all
+{
+	stop_group($_->[1]) foreach reverse @groups;
+	FencingLockSvc::stop_all();
+	return;
+}
 
 END { local $?; stop_all(); }
 
@@ -188,7 +199,7 @@ sub tap_checks
 sub leftovers
 {
 	my (@patterns) = @_;
-	my @left;
+	my @left = FencingLockSvc::leftovers();
 	foreach my $g (@groups)
 	{
 		push @left, "$g->[0] (process group $g->[1])" if alive($g->[1]);
@@ -207,138 +218,42 @@ sub leftovers
 }
 
 # ---------------------------------------------------------------------
-# lock services: etcd (one member), ZooKeeper (three servers), Redis,
-# PgBouncer (transaction pooling, one server connection), each a process
-# group of this test on free ports of 127.0.0.1, under tmp_check
+# lock services, from test/perl/FencingLockSvc.pm (each a process group of
+# this test on free ports, stopped when it ends)
 
-# Start a long-running program in a group of its own, its output in $log.
-sub spawn
-{
-	my ($name, $log, @cmd) = @_;
-	my $h = IPC::Run::start(\@cmd, '<', \undef, '>>', $log, '2>&1',
-		init => sub { POSIX::setsid(); });
-	push @groups, [ $name, $h->{KIDS}[0]{PID} ];
-	return $h;
-}
-
-# Poll $check until it returns true; false after $secs.
-sub wait_for
-{
-	my ($secs, $check) = @_;
-	my $end = time + $secs;
-	while (time < $end)
-	{
-		return 1 if $check->();
-		sleep 0.1;
-	}
-	return 0;
-}
-
-# Send $text to 127.0.0.1:$port, return what comes back (up to 4 kB).
-sub talk
-{
-	my ($port, $text) = @_;
-	my $s = IO::Socket::INET->new(
-		PeerAddr => '127.0.0.1', PeerPort => $port, Timeout => 3) or return '';
-	print $s $text;
-	$s->shutdown(1) if $text =~ /^[a-z]{4}$/;    # a ZooKeeper four-letter word
-	my $got = '';
-	while (defined(my $l = <$s>)) { $got .= $l; last if length $got > 4096 || $l =~ /^\+PONG/; }
-	close $s;
-	return $got;
-}
-
-sub port { return PostgreSQL::Test::Cluster::get_free_port(); }
-
-# Start the services named (etcd zookeeper redis pgbouncer) for database $db
-# of $node; returns { etcd => URL, etcd_port, zk => connect string,
-# redis_port, pgbouncer_port }, or undef (with diagnostics) when one did
-# not come up.
+# Start the services named (etcd zookeeper redis pgbouncer; ZooKeeper an
+# ensemble of three, PgBouncer in transaction mode with one server
+# connection in front of database $db of $node); returns { etcd => URL,
+# etcd_port, zk => connect string, redis_port, pgbouncer_port }, or undef
+# (with diagnostics) when one did not come up.
 sub services
 {
 	my ($node, $db, @want) = @_;
 	my %want = map { $_ => 1 } @want;
-	my $dir = "$PostgreSQL::Test::Utils::tmp_check/services";
-	mkdir $dir;
+	my @missing = FencingLockSvc::missing(@want);
+	if (@missing)
+	{
+		diag("missing: @missing");
+		return undef;
+	}
 	my %s;
-	if ($want{etcd})
-	{
-		my ($c, $p) = (port(), port());
-		mkdir "$dir/etcd";
-		@s{qw(etcd etcd_port)} = ("http://127.0.0.1:$c", $c);
-		spawn('etcd', "$dir/etcd/etcd.log", 'etcd', '--name', 's1',
-			'--data-dir', "$dir/etcd/data",
-			'--listen-client-urls', $s{etcd}, '--advertise-client-urls', $s{etcd},
-			'--listen-peer-urls', "http://127.0.0.1:$p",
-			'--initial-advertise-peer-urls', "http://127.0.0.1:$p",
-			'--initial-cluster', "s1=http://127.0.0.1:$p",
-			'--initial-cluster-state', 'new', '--log-level', 'warn');
-	}
-	my @zk;
-	if ($want{zookeeper})
-	{
-		@zk = map { { n => $_, port => port(), quorum => port(), election => port() } } 1 .. 3;
-		foreach my $z (@zk)
+	my $ok = eval {
+		if ($want{etcd})
 		{
-			my $d = "$dir/zk$z->{n}";
-			mkdir $d;
-			mkdir "$d/data";
-			PostgreSQL::Test::Utils::append_to_file("$d/data/myid", "$z->{n}\n");
-			PostgreSQL::Test::Utils::append_to_file("$d/zoo.cfg", join("\n",
-				'tickTime=500', 'initLimit=20', 'syncLimit=10',
-				'minSessionTimeout=1000', 'maxSessionTimeout=10000',
-				"dataDir=$d/data", "clientPort=$z->{port}", 'clientPortAddress=127.0.0.1',
-				'admin.enableServer=false', '4lw.commands.whitelist=srvr,ruok',
-				(map { "server.$_->{n}=127.0.0.1:$_->{quorum}:$_->{election}" } @zk)) . "\n");
-			system('cp', '/etc/zookeeper/conf/log4j.properties', "$d/");
-			spawn("zookeeper-$z->{n}", "$d/server.log", 'java', '-Xmx128m',
-				'-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1',
-				'-Dzookeeper.root.logger=WARN,CONSOLE', "-Dzookeeper.log.dir=$d",
-				'-cp', "$d:/usr/share/java/zookeeper.jar",
-				'org.apache.zookeeper.server.quorum.QuorumPeerMain', "$d/zoo.cfg");
+			my $etcd = FencingLockSvc::Etcd->start;
+			$s{etcd} = $etcd->url;
+			($s{etcd_port}) = $etcd->endpoint =~ /:(\d+)$/;
 		}
-		$s{zk} = join(',', map { "127.0.0.1:$_->{port}" } @zk);
-	}
-	if ($want{redis})
-	{
-		$s{redis_port} = port();
-		mkdir "$dir/redis";
-		spawn('redis', "$dir/redis/redis.log", 'redis-server', '--port', $s{redis_port},
-			'--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-			'--dir', "$dir/redis", '--daemonize', 'no');
-	}
-	if ($want{pgbouncer})
-	{
-		my $d = "$dir/pgbouncer";
-		mkdir $d;
-		$s{pgbouncer_port} = port();
-		PostgreSQL::Test::Utils::append_to_file("$d/userlist.txt", qq{"postgres" ""\n});
-		PostgreSQL::Test::Utils::append_to_file("$d/pgbouncer.ini", join("\n",
-			'[databases]', "$db = host=127.0.0.1 port=" . $node->port . " dbname=$db user=postgres",
-			'', '[pgbouncer]', 'listen_addr = 127.0.0.1', "listen_port = $s{pgbouncer_port}",
-			'unix_socket_dir =', 'auth_type = trust', "auth_file = $d/userlist.txt",
-			'pool_mode = transaction', 'default_pool_size = 1', 'max_client_conn = 20',
-			'ignore_startup_parameters = extra_float_digits,options',
-			"logfile = $d/pgbouncer.log") . "\n");
-		spawn('pgbouncer', "$d/stdout.log", 'pgbouncer', "$d/pgbouncer.ini");
-	}
-	my @bad;
-	push @bad, 'etcd' if $want{etcd} && !wait_for(60, sub {
-		system("ETCDCTL_API=3 etcdctl --endpoints=$s{etcd} endpoint health >/dev/null 2>&1") == 0 });
-	push @bad, 'Redis' if $want{redis} && !wait_for(30, sub { talk($s{redis_port}, "PING\r\n") =~ /PONG/ });
-	push @bad, 'PgBouncer' if $want{pgbouncer} && !wait_for(30, sub {
-		my $psql = $node->installed_command('psql');
-		system($psql, '-X', '-qAt', '-h', '127.0.0.1', '-p', $s{pgbouncer_port}, '-U', 'postgres',
-			'-d', $db, '-c', 'SELECT 1', '-o', '/dev/null') == 0 });
-	push @bad, 'ZooKeeper (a leader, every server serving)' if $want{zookeeper} && !wait_for(120, sub {
-		my @modes = map { talk($_->{port}, 'srvr') =~ /^Mode: (\w+)/m ? $1 : '' } @zk;
-		(grep { $_ eq 'leader' } @modes) == 1 && !grep { $_ !~ /^(leader|follower)$/ } @modes });
-	return \%s unless @bad;
-	diag("did not come up: @bad; logs under $dir");
-	foreach my $log (glob("$dir/*/*.log"))
-	{
-		diag("$log:\n" . `tail -n 15 '$log'`);
-	}
+		$s{zk} = FencingLockSvc::ZooKeeper->start(servers => 3)->hosts
+		  if $want{zookeeper};
+		$s{redis_port} = FencingLockSvc::Redis->start->port if $want{redis};
+		$s{pgbouncer_port} = FencingLockSvc::PgBouncer->start(
+			node => $node, dbname => $db, user => 'postgres')->port
+		  if $want{pgbouncer};
+		1;
+	};
+	return \%s if $ok;
+	diag("the services did not come up: $@");
 	return undef;
 }
 

@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
-# test/suites/client_go.sh: the Go client library (clients/go) against real
-# etcd, ZooKeeper, Redis and PgBouncer.  The checks are
-# test/t/121_client_go.pl (its head says what it runs); this script
-# installs what is missing (Debian's Go packages and the services) and runs
-# that file through `make prove_installcheck` as the postgres OS user, in
-# copies of the tree and of clients/go of its own, with
-#   FENCING_CLIENT_GO        the copy of clients/go
-#   FENCING_CLIENT_GO_CACHE  the Go build cache, kept between runs
-#                            (/var/cache/fencing/client-go/gocache)
-#   FENCING_CLIENT_STORM     1 (the storms) on PostgreSQL 15, else 0
-# then fails if the test skipped: everything it needs is there.
+# test/suites/client_go.sh: the Go client library (clients/go).  The checks
+# are test/t/121_client_go.pl (its head says what it runs); this installs
+# what is missing (Debian's packages) and runs that file with `make
+# prove_installcheck` as the postgres OS user, in copies of the tree and of
+# clients/go (FENCING_CLIENT_GO), with the Go build cache kept between runs
+# (FENCING_CLIENT_GO_CACHE) and FENCING_CLIENT_STORM 1 on PostgreSQL 15;
+# then fails if it skipped (it has all it needs).
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"

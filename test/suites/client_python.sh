@@ -1,13 +1,10 @@
 #!/usr/bin/env bash
-# test/suites/client_python.sh: the Python client library (clients/python)
-# against real etcd, ZooKeeper, Redis and PgBouncer.  The checks are
-# test/t/120_client_python.pl (its head says what it runs); this script
-# installs what is missing (Debian's packages) and runs that file through
+# test/suites/client_python.sh: the Python client library (clients/python).
+# The checks are test/t/120_client_python.pl (its head says what it runs);
+# this installs what is missing (Debian's packages) and runs that file with
 # `make prove_installcheck` as the postgres OS user, in copies of the tree
-# and of clients/python of its own, with
-#   FENCING_CLIENT_PYTHON  the copy of clients/python
-#   FENCING_CLIENT_STORM   1 (the storm) on PostgreSQL 15, else 0
-# then fails if the test skipped: everything it needs is there.
+# and of clients/python (FENCING_CLIENT_PYTHON), with FENCING_CLIENT_STORM
+# 1 on PostgreSQL 15; then fails if it skipped (it has all it needs).
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"

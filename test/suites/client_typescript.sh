@@ -1,17 +1,12 @@
 #!/usr/bin/env bash
 # test/suites/client_typescript.sh: the TypeScript client library
-# (clients/typescript, @fencing/client) against real etcd, ZooKeeper, Redis
-# and PgBouncer.  The checks are test/t/122_client_typescript.pl (its head
-# says what it runs); this script installs what is missing (Debian's
-# packages; the package's dependencies with npm ci from its lock file,
-# cached by the lock file's hash under /var/cache/fencing/client-ts, or
-# FENCING_CLIENT_TS_CACHE) and runs that file through
-# `make prove_installcheck` as the postgres OS user, in copies of the tree
-# and of clients/typescript of its own, with
-#   FENCING_CLIENT_TS     the copy of clients/typescript (node_modules: the
-#                         cached tree)
-#   FENCING_CLIENT_STORM  1 (the storm) on PostgreSQL 15, else 0
-# then fails if the test skipped: everything it needs is there.
+# (clients/typescript).  The checks are test/t/122_client_typescript.pl
+# (its head says what it runs); this installs what is missing (Debian's
+# packages; npm ci from the lock file, the tree cached by its hash under
+# FENCING_CLIENT_TS_CACHE) and runs that file with `make prove_installcheck`
+# as the postgres OS user, in copies of the tree and of clients/typescript
+# (FENCING_CLIENT_TS, node_modules the cached tree), with
+# FENCING_CLIENT_STORM 1 on PostgreSQL 15; then fails if it skipped.
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"

@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
-# test/suites/examples.sh: every example of README.md and docs/*.md, run
-# as written.  The checks are test/t/123_examples.pl (its head says how);
-# this script installs what the blocks use (Debian's packages;
-# node-postgres from npm, once, cached under /var/cache/fencing/examples)
-# and runs that file through `make prove_installcheck` as the postgres OS
-# user, in a copy of the tree of its own, with
-#   FENCING_CLIENT_EXAMPLES   a copy of README.md, docs/ and test/examples/
-#   FENCING_CLIENT_NODE_PATH  the cached node_modules with pg
-#   FENCING_CLIENT_GO_CACHE   the Go build cache (client_go's)
-# then fails if the test skipped: everything it needs is there.
+# test/suites/examples.sh: every example of README.md and docs/*.md, run as
+# written.  The checks are test/t/123_examples.pl (its head says how); this
+# installs what the blocks use (Debian's packages; node-postgres from npm,
+# cached: FENCING_CLIENT_NODE_PATH) and runs that file with `make
+# prove_installcheck` as the postgres OS user, in a copy of the tree, with
+# a copy of the pages (FENCING_CLIENT_EXAMPLES) and client_go's Go build
+# cache (FENCING_CLIENT_GO_CACHE); then fails if it skipped.
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
@@ -20,13 +17,13 @@ PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless redis-server re
           golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java default-jdk-headless nodejs npm)
 fencing_install_missing "${PACKAGES[@]}" ||
     { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
-mkdir -p "$CACHE" "$GOCACHE" && (
+mkdir -p "$CACHE" "$GOCACHE" && fencing_with_lock "$GOCACHE.lock" chown -R postgres: "$GOCACHE" || exit 1
+(
     flock 9
     [ -f "$CACHE/node/node_modules/pg/package.json" ] && exit 0
     fencing_log "npm install pg (node-postgres) into $CACHE/node"
     npm install --silent --no-audit --no-fund --prefix "$CACHE/node" pg@8 >&2 && chmod -R a+rX "$CACHE/node"
-) 9>"$CACHE/node.lock" && fencing_with_lock "$GOCACHE.lock" chown -R postgres: "$GOCACHE" ||
-    { echo "not ok 1 - npm install pg (node-postgres)"; exit 1; }
+) 9>"$CACHE/node.lock" || { echo "not ok 1 - npm install pg (node-postgres)"; exit 1; }
 rm -rf "$W" && mkdir -p "$W/src" "$W/pages/test" && cp -a "$FENCING_SRC"/{Makefile,fencing.control,sql,test} "$W/src/" &&
     cp -a "$FENCING_ROOT"/{README.md,docs} "$W/pages/" && cp -a "$FENCING_ROOT/test/examples" "$W/pages/test/" &&
     chown -R postgres: "$W" || exit 1
