@@ -4,7 +4,8 @@
 # groups of their own (stopped when the test ends, however it ends), and
 # the TAP or test output of those programs turned into checks of this test.
 #
-#   FencingClients::need_env(VAR...)       the directories the suite gives;
+#   FencingClients::need_env($suite, VAR => what, ...)
+#                                           the directories the suite gives;
 #                                           plan skip_all without them
 #   FencingClients::server($name)          a cluster with fencing preloaded,
 #                                           listening on 127.0.0.1 too
@@ -38,15 +39,16 @@ our @EXPORT_OK = qw(need_env server run tap_checks stop_all leftovers);
 
 my @groups;    # [ name, pgid ] of every process group started
 
-# The variables the suite sets, as a hash; skip the test without one.
+# The variables suite $suite sets (VAR => what it names), as a hash; skip
+# the test when one is not set or names nothing.
 sub need_env
 {
-	my (%vars) = @_;    # VAR => what it names
+	my ($suite, %vars) = @_;
 	my %v;
 	foreach my $var (sort keys %vars)
 	{
-		plan skip_all => "$var is not set ($vars{$var}; the suite "
-		  . "test/suites/NAME.sh sets it, test/README.md)"
+		plan skip_all => "$var is not set ($vars{$var}; test/suites/$suite.sh "
+		  . 'sets it, test/README.md)'
 		  unless $ENV{$var} && -e $ENV{$var};
 		$v{$var} = $ENV{$var};
 	}

@@ -25,7 +25,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $env = need_env(FENCING_CLIENT_PYTHON => 'a copy of clients/python');
+my $env = need_env('client_python', FENCING_CLIENT_PYTHON => 'a copy of clients/python');
 my $client = $env->{FENCING_CLIENT_PYTHON};
 my $py = '/usr/bin/python3';    # Debian's, with the packages above
 

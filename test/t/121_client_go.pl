@@ -32,7 +32,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $env = need_env(FENCING_CLIENT_GO => 'a copy of clients/go');
+my $env = need_env('client_go', FENCING_CLIENT_GO => 'a copy of clients/go');
 my $godir = $env->{FENCING_CLIENT_GO};
 my $tmp = $PostgreSQL::Test::Utils::tmp_check;
 my $bin = "$tmp/go-bin";

@@ -28,7 +28,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $env = need_env(FENCING_CLIENT_TS => 'a copy of clients/typescript with its node_modules');
+my $env = need_env('client_typescript', FENCING_CLIENT_TS => 'a copy of clients/typescript with its node_modules');
 my $dir = $env->{FENCING_CLIENT_TS};
 my $tmp = $PostgreSQL::Test::Utils::tmp_check;
 

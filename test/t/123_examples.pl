@@ -32,7 +32,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $env = need_env(
+my $env = need_env('examples',
 	FENCING_CLIENT_EXAMPLES  => 'a copy of README.md, docs/ and test/examples/',
 	FENCING_CLIENT_NODE_PATH => 'node_modules with node-postgres');
 my $root = $env->{FENCING_CLIENT_EXAMPLES};
