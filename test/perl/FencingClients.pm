@@ -197,7 +197,8 @@ sub tap_checks
 }
 
 # What is still alive: every group started (name: its processes), and
-# every process whose command line matches one of @patterns (not this one).
+# every process whose command line matches one of @patterns (not this one
+# nor its ancestors).
 sub leftovers
 {
 	my (@patterns) = @_;
@@ -206,8 +207,18 @@ sub leftovers
 	{
 		push @left, "$g->[0] (process group $g->[1])" if alive($g->[1]);
 	}
+	# not this process, nor those that started it (make's shell names
+	# tmp_check)
+	my %mine;
+	for (my $p = $$; $p > 1 && !$mine{$p}; )
+	{
+		$mine{$p} = 1;
+		open my $st, '<', "/proc/$p/stat" or last;
+		($p) = (<$st> // '') =~ /\)\s+\S+\s+(\d+)/ or last;
+		close $st;
+	}
 	opendir my $d, '/proc' or return @left;
-	foreach my $pid (grep { /^\d+$/ && $_ != $$ } readdir $d)
+	foreach my $pid (grep { /^\d+$/ && !$mine{$_} } readdir $d)
 	{
 		open my $fh, '<', "/proc/$pid/cmdline" or next;
 		my $cmd = do { local $/; <$fh> } // '';
