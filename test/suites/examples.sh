@@ -1,81 +1,40 @@
 #!/usr/bin/env bash
-# test/suites/examples.sh: every example of README.md and docs/*.md, run
-# as written.
-#
-# test/examples/run.py extracts every fenced code block of the pages and
-# runs it verbatim: the SQL of a page block by block with psql in a fresh
-# database of its own, shell blocks with bash, Python with Debian's
-# python3 (psycopg, redis, etcd3, kazoo), the Go, Java and node-postgres
-# programs built and run; then the whole page again in the same database,
-# where every block must do again what it did the first time.  A block
-# that fails on purpose says so in the page (<!-- example: expect SF001
-# -->), one that cannot run here says why (<!-- example: skip ... -->);
-# each skip is printed as a TAP comment and counted.  The blocks that use
-# Redis, etcd or ZooKeeper get them from test/lib/locksvc.sh, on free
-# ports (REDIS_URL, ETCDCTL_ENDPOINTS, ETCD_HOST/ETCD_PORT, ZK_HOSTS).
-#
-# Uses the main cluster (PGHOST, PGPORT).  Run by test/check.sh
-# (FENCING_SUITES=examples); prints TAP.
+# test/suites/examples.sh: every example of README.md and docs/*.md, run as
+# written.  The checks are test/t/123_examples.pl (its head says how); this
+# installs what the blocks use (Debian's packages; node-postgres from npm,
+# cached: FENCING_CLIENT_NODE_PATH) and runs that file with `make
+# prove_installcheck` as the postgres OS user, in a copy of the tree, with
+# a copy of the pages (FENCING_CLIENT_EXAMPLES) and client_go's Go build
+# cache (FENCING_CLIENT_GO_CACHE); then fails if it skipped.
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
-# shellcheck source=../lib/locksvc.sh
-. "$FENCING_ROOT/test/lib/locksvc.sh"
 
-PY=/usr/bin/python3
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); echo "not ok $n - $*"; }
-finish() {
-    locksvc_stop_all
-    # the harness keeps the number of its last TAP line (it may have died)
-    [ -s "${count_file:-}" ] && n=$(cat "$count_file")
-    echo "1..$n"
-}
-trap finish EXIT
-trap 'exit 143' INT TERM
-
-# what the examples use beyond the locksvc suite's packages
-EXAMPLES_PACKAGES=(python3-redis python3-etcd3)
-missing=()
-for p in "${EXAMPLES_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ! { locksvc_install && { [ ${#missing[@]} -eq 0 ] || fencing_apt_install "${missing[@]}"; }; }; then
-    not_ok "install Redis, etcd, ZooKeeper, psycopg, redis-py, etcd3, kazoo, Go with pgx, pgjdbc, node-postgres"
+t=test/t/123_examples.pl W=$FENCING_WORK/examples
+CACHE=/var/cache/fencing/examples GOCACHE=/var/cache/fencing/client-go/gocache
+PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools
+          python3-psycopg python3-redis python3-etcd3 python3-kazoo golang-go
+          golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java default-jdk-headless nodejs npm)
+fencing_install_missing "${PACKAGES[@]}" ||
+    { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
+mkdir -p "$CACHE" "$GOCACHE" && fencing_with_lock "$GOCACHE.lock" chown -R postgres: "$GOCACHE" || exit 1
+(
+    flock 9
+    [ -f "$CACHE/node/node_modules/pg/package.json" ] && exit 0
+    fencing_log "npm install pg (node-postgres) into $CACHE/node"
+    npm install --silent --no-audit --no-fund --prefix "$CACHE/node" pg@8 >&2 && chmod -R a+rX "$CACHE/node"
+) 9>"$CACHE/node.lock" || { echo "not ok 1 - npm install pg (node-postgres)"; exit 1; }
+rm -rf "$W" && mkdir -p "$W/src" "$W/pages/test" && cp -a "$FENCING_SRC"/{Makefile,fencing.control,sql,test} "$W/src/" &&
+    cp -a "$FENCING_ROOT"/{README.md,docs} "$W/pages/" && cp -a "$FENCING_ROOT/test/examples" "$W/pages/test/" &&
+    chown -R postgres: "$W" || exit 1
+fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE \
+    FENCING_CLIENT_EXAMPLES="$W/pages" FENCING_CLIENT_NODE_PATH="$CACHE/node/node_modules" \
+    FENCING_CLIENT_GO_CACHE="$GOCACHE" \
+    make -C "$W/src" --no-print-directory prove_installcheck PG_CONFIG="$PG_CONFIG" \
+    PROVE_TESTS="$t" PROVE_FLAGS=-v 2>&1 | tee "$W/prove.log"
+st=${PIPESTATUS[0]}
+if skip=$(grep -m1 -o "skipped: .*" "$W/prove.log"); then
+    echo "not ok 1 - $t ran with what this suite installed ($skip)"
     exit 1
 fi
-
-# the services, on free ports of 127.0.0.1 (a run directory of our own)
-FENCING_WORK=$FENCING_WORK/examples locksvc_init
-t0=$SECONDS
-locksvc_zk_configure
-for i in $(seq 1 "$LOCKSVC_ZK_N"); do locksvc_zk_server_start "$i"; done
-if locksvc_redis_start && locksvc_etcd_start && locksvc_zk_wait_quorum; then
-    ok "Redis, etcd and a three-server ZooKeeper ensemble serve ($((SECONDS - t0)) s)"
-else
-    not_ok "Redis, etcd and a three-server ZooKeeper ensemble serve"
-    exit 1
-fi
-export REDIS_URL=redis://127.0.0.1:$LOCKSVC_REDIS_PORT/0
-export ETCDCTL_API=3 ETCDCTL_ENDPOINTS=$LOCKSVC_ETCD
-export ETCD_HOST=127.0.0.1 ETCD_PORT=${LOCKSVC_ETCD##*:}
-export ZK_HOSTS=$LOCKSVC_ZK
-export NODE_PATH=$LOCKSVC_NODE_MODULES
-# Go builds share the compiled packages (pgx) of the locksvc suite's builds
-# shellcheck disable=SC2031  # the export in locksvc_build_go's subshell is its own
-export GOCACHE=$LOCKSVC_CACHE/gocache
-# the server's psql first, then Debian's python3 (with the packages above)
-export PATH=$FENCING_BINDIR:/usr/bin:/bin:$PATH
-
-count_file=$LOCKSVC_DIR/tap-count
-echo "$n" >"$count_file"
-$PY "$FENCING_ROOT/test/examples/run.py" --root "$FENCING_ROOT" \
-    --work "$LOCKSVC_DIR/pages" --cache "$LOCKSVC_CACHE/examples" \
-    --psql "$FENCING_BINDIR/psql" --first $((n + 1)) --count-file "$count_file"
-st=$?
-if [ "$st" -ne 0 ]; then    # a failed block says so in its line: this is the harness dying
-    n=$(cat "$count_file")
-    not_ok "test/examples/run.py ran to its end (it exited with $st)"
-    echo "$n" >"$count_file"
-fi
+exit "$st"
