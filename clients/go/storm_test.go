@@ -74,7 +74,9 @@ func storm(t *testing.T, source string) {
 	var mu sync.Mutex
 	refused := map[fencing.Reason]int64{}
 	var unexpected []string
-	deadline := time.Now().Add(75 * time.Second)
+	// a guard against a hang, not a limit on speed: a loaded machine may
+	// take minutes (FENCING_GO_STORM_DEADLINE, seconds)
+	deadline := time.Now().Add(time.Duration(envInt("FENCING_GO_STORM_DEADLINE", 900)) * time.Second)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {

@@ -69,7 +69,7 @@ my $out;
 		PYTHONDONTWRITEBYTECODE => 1,
 		PYTHONPATH => $client,
 	},
-	timeout => 600,
+	timeout => 1800,
 	log     => "$PostgreSQL::Test::Utils::tmp_check/python-tests.log");
 my ($tests, $bad) = tap_checks($out);
 note sprintf('the unittest suite: %d test cases in %.0f s (exit %d)', $tests, time - $t0, $st);

@@ -93,10 +93,10 @@ my %testenv = (
 $t0 = time;
 ($st, $out) = run(
 	name    => 'go test',
-	cmd     => [ "$bin/fencing.test", '-test.v', '-test.count=1', '-test.timeout=170s' ],
+	cmd     => [ "$bin/fencing.test", '-test.v', '-test.count=1', '-test.timeout=1200s' ],
 	dir     => $tmp,
 	env     => \%testenv,
-	timeout => 300,
+	timeout => 1500,
 	log     => "$tmp/go-test.log");
 my $tests = 0;
 my @lines = split /\n/, $out;
