@@ -56,7 +56,3 @@ locksvc_install_node_pg() {
             npm install --silent --no-audit --no-fund --prefix "$LOCKSVC_CACHE/node" pg@8 >&2
     ) 9>"$LOCKSVC_CACHE/node.lock"
 }
-
-# the shell's lock services, until the suites still using them are Perl
-# shellcheck source=../lib/locksvc_run.sh
-. "$FENCING_ROOT/test/lib/locksvc_run.sh"
