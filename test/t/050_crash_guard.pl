@@ -94,6 +94,12 @@ $run = FencingTest::run_stress(
 	});
 push @attempts, @{ $run->{attempts} };
 ok($killed, 'a backend in a write transaction was killed');
+# Connect only once the crash restart is over: until then connections are
+# refused, and a psql that gives up before IPC::Run has written it the query
+# makes poll_query_until die of EPIPE (seen once on a loaded machine).
+$node->wait_for_log(
+	qr/all server processes terminated; reinitializing.*database system is ready to accept connections/s,
+	$log_offset);
 $node->poll_query_until('postgres', 'SELECT true')
   or die 'the server did not come back after the crash';
 my $log = slurp_file($node->logfile, $log_offset);
