@@ -16,6 +16,7 @@
 #                                cluster; sets PGHOST, PGPORT, PGDATA
 #   fencing_cleanup              stop those clusters, remove the work dir
 #   fencing_regress KIND OUTDIR [VAR=value...]  pg_regress as TAP
+#   fencing_prove DIR TESTS [VAR=value...]  TAP tests another suite equips
 #   fencing_diag, fencing_diag_prefix P  stdin as TAP diagnostics
 #   tap_ok COND TEXT, tap_diag TEXT..., tap_done   TAP from shell
 #
@@ -269,6 +270,28 @@ fencing_regress() {
     fi
     [ -f "$out/regression.diffs" ] && head -200 "$out/regression.diffs" | sed 's/^/# /'
     [ "$st" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$n" -gt 0 ]
+}
+
+# The TAP tests TESTS (a glob) that a suite equips, told where things are
+# by the variables: `make prove_installcheck` as the postgres OS user in a
+# copy DIR/src of the tree (its own tmp_check/; put what else the tests
+# read into DIR/src first), without the main cluster's connection.  The
+# suite built what they need, so a skip fails.
+fencing_prove() {
+    local dir=$1 tests=$2 st skip
+    shift 2
+    mkdir -p "$dir/src" && chmod 755 "$dir"
+    cp -a "$FENCING_SRC"/{Makefile,fencing.control,sql,expected,test} "$dir/src/"
+    chown -R postgres: "$dir"
+    fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE "$@" \
+        make -C "$dir/src" --no-print-directory prove_installcheck \
+        PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$tests" PROVE_FLAGS=-v 2>&1 | tee "$dir/prove.log"
+    st=${PIPESTATUS[0]}
+    if skip=$(grep -m1 -o "skipped: .*" "$dir/prove.log"); then
+        echo "not ok 1 - $tests ran with what this suite built or installed ($skip)"
+        return 1
+    fi
+    return "$st"
 }
 
 tap_n=0

@@ -30,19 +30,5 @@ else
 fi
 fencing_log "Citus from $stage, installed into $inst"
 
-# a copy of the tree for make prove_installcheck (its own tmp_check/)
-test_file=test/t/100_citus.pl
-W=$FENCING_WORK/citus
-mkdir -p "$W/src"
-cp -a "$FENCING_SRC/Makefile" "$FENCING_SRC/fencing.control" "$FENCING_SRC/sql" "$FENCING_SRC/test" "$W/src/"
-chown -R postgres: "$W"
-fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE FENCING_CITUS_INSTALL="$inst" \
-    make -C "$W/src" --no-print-directory prove_installcheck \
-    PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$test_file" PROVE_FLAGS=-v 2>&1 | tee "$W/prove.log"
-st=$?
 # Citus is built here: a skip means something is wrong
-if skip=$(grep -m1 -o "skipped: .*" "$W/prove.log"); then
-    echo "not ok 1 - $test_file ran with the Citus installation built here ($skip)"
-    exit 1
-fi
-exit $st
+fencing_prove "$FENCING_WORK/citus" test/t/100_citus.pl FENCING_CITUS_INSTALL="$inst"

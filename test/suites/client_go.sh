@@ -19,16 +19,6 @@ fencing_install_missing "${PACKAGES[@]}" ||
     { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
 # the build cache is the postgres OS user's (go itself locks its entries)
 mkdir -p "$CACHE" && fencing_with_lock "$CACHE.lock" chown -R postgres: "$CACHE" || exit 1
-rm -rf "$W" && mkdir -p "$W/src" && cp -a "$FENCING_SRC"/{Makefile,fencing.control,sql,test} "$W/src/" &&
-    cp -a "$FENCING_ROOT/clients/go" "$W/" && chown -R postgres: "$W" || exit 1
+rm -rf "$W" && mkdir -p "$W" && cp -a "$FENCING_ROOT/clients/go" "$W/" || exit 1
 storm=${FENCING_CLIENT_STORM:-$([ "$FENCING_PGVER" = 15 ] && echo 1 || echo 0)}
-fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE \
-    FENCING_CLIENT_GO="$W/go" FENCING_CLIENT_GO_CACHE="$CACHE" FENCING_CLIENT_STORM="$storm" \
-    make -C "$W/src" --no-print-directory prove_installcheck PG_CONFIG="$PG_CONFIG" \
-    PROVE_TESTS="$t" PROVE_FLAGS=-v 2>&1 | tee "$W/prove.log"
-st=${PIPESTATUS[0]}
-if skip=$(grep -m1 -o "skipped: .*" "$W/prove.log"); then
-    echo "not ok 1 - $t ran with what this suite installed ($skip)"
-    exit 1
-fi
-exit "$st"
+fencing_prove "$W" "$t" FENCING_CLIENT_GO="$W/go" FENCING_CLIENT_GO_CACHE="$CACHE" FENCING_CLIENT_STORM="$storm"

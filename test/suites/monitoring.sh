@@ -13,19 +13,7 @@ if ! fencing_install_missing prometheus-postgres-exporter prometheus; then
     exit 1
 fi
 W=$FENCING_WORK/monitoring
-mkdir -p "$W/src"
-cp -a "$FENCING_SRC/Makefile" "$FENCING_SRC/fencing.control" "$FENCING_SRC/sql" \
-    "$FENCING_SRC/test" "$FENCING_ROOT/monitoring" "$W/src/"
-chown -R postgres: "$W"
-fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE \
+mkdir -p "$W/src" && cp -a "$FENCING_ROOT/monitoring" "$W/src/" || exit 1
+fencing_prove "$W" "$test_file" \
     FENCING_CLIENT_EXPORTER="$(command -v prometheus-postgres-exporter)" \
-    FENCING_CLIENT_PROMTOOL="$(command -v promtool)" \
-    make -C "$W/src" --no-print-directory prove_installcheck \
-    PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$test_file" PROVE_FLAGS=-v 2>&1 | tee "$W/prove.log"
-st=$?
-# the tools are installed here: a skip means something is wrong
-if skip=$(grep -m1 -o "skipped: .*" "$W/prove.log"); then
-    echo "not ok 1 - $test_file ran with the exporter and promtool installed here ($skip)"
-    exit 1
-fi
-exit "$st"
+    FENCING_CLIENT_PROMTOOL="$(command -v promtool)"

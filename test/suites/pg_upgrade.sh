@@ -8,7 +8,7 @@
 # test/releases from its commit (FENCING_UPGRADE_RELEASE_INSTALL, or
 # FENCING_UPGRADE_RELEASE_ERROR naming the failing check), and takes 18 with
 # this tree's build (FENCING_UPGRADE_NEW_INSTALL), then runs it through
-# fencing_prove (test/lib/upgrade.sh).
+# fencing_prove (test/lib/common.sh).
 
 set -u
 # shellcheck source=../lib/common.sh
