@@ -27,6 +27,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use FencingTest;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -54,42 +55,12 @@ END
 	}
 }
 
-# pg_config of installation $inst: the value of one option
-sub inst_config
-{
-	my ($inst, $opt) = @_;
-	my $v = `"$inst/bin/pg_config" --$opt 2>/dev/null`;
-	return undef if $?;
-	chomp $v;
-	return $v;
-}
-
 sub citus_unusable
 {
-	my ($inst) = @_;
-	return 'FENCING_CITUS_INSTALL is not set' unless defined $inst && $inst ne '';
-	return "FENCING_CITUS_INSTALL=$inst: no $inst/bin/pg_config"
-	  unless -x "$inst/bin/pg_config";
-	my $share = inst_config($inst, 'sharedir') // '';
-	my $lib = inst_config($inst, 'pkglibdir') // '';
-	foreach my $ext ('citus', 'fencing')
-	{
-		return "FENCING_CITUS_INSTALL=$inst: $ext is not installed there (no $share/extension/$ext.control)"
-		  unless -f "$share/extension/$ext.control";
-		my @libs = glob("$lib/$ext.*");
-		return "FENCING_CITUS_INSTALL=$inst: $ext is not installed there (no $ext library in $lib)"
-		  unless @libs;
-	}
-	return undef;
+	FencingTest::inst_unusable('FENCING_CITUS_INSTALL', $_[0], extensions => [ 'citus', 'fencing' ]);
 }
 
-# default_version of the installed fencing.control
-sub fencing_default_version
-{
-	my ($inst) = @_;
-	my $ctl = slurp_file(inst_config($inst, 'sharedir') . '/extension/fencing.control');
-	return $ctl =~ /^default_version\s*=\s*'([^']*)'/m ? $1 : '?';
-}
+sub fencing_default_version { FencingTest::inst_fencing_version(@_) }
 
 sub citus_start
 {

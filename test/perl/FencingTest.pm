@@ -20,6 +20,11 @@
 #                                                whose COMMIT a client saw
 #   FencingTest::probe_stale($node, $db)         every stored fence, and a
 #                                                token below it, must get SF001
+#   FencingTest::inst_config($inst, $opt)        pg_config --$opt of the
+#                                                installation $inst
+#   FencingTest::inst_unusable($var, $inst, ...) why the installation a suite
+#                                                named in $var cannot be used
+#   FencingTest::inst_fencing_version($inst)     its fencing default_version
 #
 # How the history is kept.  Every accepted write is logged by the server
 # itself, in its own transaction: an AFTER ROW trigger on each written table
@@ -889,6 +894,59 @@ sub report
 	}
 	my @v = @{ $check->{violation_list} };
 	diag("violation: $_") foreach @v[ 0 .. ($#v < 19 ? $#v : 19) ];
+}
+
+
+# ---------------------------------------------------------------------
+# the installations other suites build and name in variables
+
+# pg_config --$opt of installation $inst (a directory with bin/pg_config),
+# or undef.
+sub inst_config
+{
+	my ($inst, $opt) = @_;
+	my $v = `"$inst/bin/pg_config" --$opt 2>/dev/null`;
+	return undef if $?;
+	chomp $v;
+	return $v;
+}
+
+# Why installation $inst, named by variable $var, cannot be used, or undef:
+# it needs bin/pg_config, the programs of $o{programs} in bin/, and each
+# extension of $o{extensions} (default fencing) installed, its control file
+# and, unless $o{control_only}, its library.
+sub inst_unusable
+{
+	my ($var, $inst, %o) = @_;
+	return "$var is not set" unless defined $inst && $inst ne '';
+	return "$var=$inst: no $inst/bin/pg_config" unless -x "$inst/bin/pg_config";
+	foreach my $p (@{ $o{programs} // [] })
+	{
+		return "$var=$inst: no $p in $inst/bin" unless -x "$inst/bin/$p";
+	}
+	my $share = inst_config($inst, 'sharedir') // '';
+	my $lib = inst_config($inst, 'pkglibdir') // '';
+	foreach my $ext (@{ $o{extensions} // ['fencing'] })
+	{
+		return "$var=$inst: $ext is not installed there (no $share/extension/$ext.control)"
+		  unless -f "$share/extension/$ext.control";
+		next if $o{control_only};
+		my @libs = glob("$lib/$ext.*");
+		return "$var=$inst: $ext is not installed there (no $ext library in $lib)"
+		  unless @libs;
+	}
+	return undef;
+}
+
+# default_version of the fencing.control of installation $inst
+sub inst_fencing_version
+{
+	my ($inst) = @_;
+	my $file = (inst_config($inst, 'sharedir') // '') . '/extension/fencing.control';
+	open my $fh, '<', $file or return '?';
+	local $/;
+	my $ctl = <$fh>;
+	return $ctl =~ /^default_version\s*=\s*'([^']*)'/m ? $1 : '?';
 }
 
 1;

@@ -46,6 +46,7 @@ use File::Basename qw(basename dirname);
 use File::Copy qw(copy);
 use File::Path qw(make_path remove_tree);
 use File::Spec;
+use FencingTest;
 use IPC::Run;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -110,25 +111,9 @@ sub update_paths
 	return @paths;
 }
 
-sub pg_config
-{
-	my ($inst, $opt) = @_;
-	my $v = `"$inst/bin/pg_config" --$opt 2>/dev/null`;
-	return undef if $?;
-	chomp $v;
-	return $v;
-}
+sub pg_config { FencingTest::inst_config(@_) }
 
-sub unusable
-{
-	my ($var, $inst) = @_;
-	return "$var is not set" unless defined $inst && $inst ne '';
-	return "$var=$inst: no $inst/bin/pg_config" unless -x "$inst/bin/pg_config";
-	my $share = pg_config($inst, 'sharedir') // '';
-	return "$var=$inst: fencing is not installed there (no $share/extension/fencing.control)"
-	  unless -f "$share/extension/fencing.control";
-	return undef;
-}
+sub unusable { FencingTest::inst_unusable(@_, control_only => 1) }
 
 sub copy_install
 {

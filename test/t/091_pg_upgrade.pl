@@ -59,6 +59,7 @@ use strict;
 use warnings;
 use File::Basename qw(dirname);
 use File::Find;
+use FencingTest;
 use Math::BigInt;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -68,40 +69,8 @@ use Test::More;
 # ---------------------------------------------------------------------
 # the installations
 
-# pg_config of installation $inst: the value of one option
-sub inst_config
-{
-	my ($inst, $opt) = @_;
-	my $v = `"$inst/bin/pg_config" --$opt 2>/dev/null`;
-	return undef if $?;
-	chomp $v;
-	return $v;
-}
-
-# Why installation $inst (named by variable $var) cannot be used, or undef.
-sub unusable
-{
-	my ($var, $inst) = @_;
-	return "$var is not set" unless defined $inst && $inst ne '';
-	return "$var=$inst: no $inst/bin/pg_config" unless -x "$inst/bin/pg_config";
-	return "$var=$inst: no pg_upgrade in $inst/bin" unless -x "$inst/bin/pg_upgrade";
-	my $share = inst_config($inst, 'sharedir') // '';
-	my $lib = inst_config($inst, 'pkglibdir') // '';
-	return "$var=$inst: fencing is not installed there (no $share/extension/fencing.control)"
-	  unless -f "$share/extension/fencing.control";
-	my @libs = glob("$lib/fencing.*");
-	return "$var=$inst: fencing is not installed there (no fencing library in $lib)"
-	  unless @libs;
-	return undef;
-}
-
-# default_version of the fencing.control of installation $inst
-sub inst_fencing_version
-{
-	my ($inst) = @_;
-	my $ctl = slurp_file(inst_config($inst, 'sharedir') . '/extension/fencing.control');
-	return $ctl =~ /^default_version\s*=\s*'([^']*)'/m ? $1 : '?';
-}
+sub inst_config { FencingTest::inst_config(@_) }
+sub unusable { FencingTest::inst_unusable(@_, programs => ['pg_upgrade']) }
 
 my $old_inst = $ENV{FENCING_UPGRADE_OLD_INSTALL};
 my $new_inst = $ENV{FENCING_UPGRADE_NEW_INSTALL};
@@ -371,7 +340,7 @@ sub release_upgrade
 		}
 		return;
 	}
-	my $rel = inst_fencing_version($rel_inst);
+	my $rel = FencingTest::inst_fencing_version($rel_inst);
 	my $data = make_node('old_release', $rel_inst);
 	$data->start;
 	$data->safe_psql('postgres', 'CREATE DATABASE app');
