@@ -45,7 +45,7 @@ EXTVERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'.*/\1/p" $(dir $(la
 PG_CPPFLAGS += -DFENCING_LIBRARY_VERSION='"$(EXTVERSION)"'
 
 # 1.0 is released and frozen: every SQL change ships in an update script
-DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql sql/fencing--1.2--1.3.sql
+DATA = sql/fencing--1.0.sql sql/fencing--1.0--1.1.sql sql/fencing--1.1--1.2.sql sql/fencing--1.2--1.3.sql sql/fencing--1.3--1.4.sql
 
 # pg_regress: sql/NAME.sql against expected/NAME.out
 REGRESS_CORE = fence_type fence_input advance
