@@ -71,6 +71,19 @@ public final class EtcdSource extends LockSource {
     @Override
     protected Token grant(Duration wait) throws Exception {
         long deadline = System.nanoTime() + wait.toNanos();
+        for (int tries = 1;; tries++) {
+            try {
+                return grant(deadline);
+            } catch (java.util.concurrent.ExecutionException e) {
+                // the lease ran out between its grant and the put (a pause): a new lease
+                if (tries >= 3 || String.valueOf(e.getCause()).indexOf("lease not found") < 0) {
+                    throw e;
+                }
+            }
+        }
+    }
+
+    private Token grant(long deadline) throws Exception {
         long id = etcd.getLeaseClient().grant(ttlSeconds).get(CALL, TimeUnit.SECONDS).getID();
         ByteSequence mine = prefix.concat(bytes(Long.toHexString(id)));
         CloseableClient ka = etcd.getLeaseClient().keepAlive(id, new StreamObserver<LeaseKeepAliveResponse>() {
