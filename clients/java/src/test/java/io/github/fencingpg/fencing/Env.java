@@ -143,17 +143,21 @@ final class Env {
     }
 
     /** A worker JVM (io.github.fencingpg.fencing.Worker) talking by lines on stdin and stdout. */
-    static final class WorkerProcess implements AutoCloseable {
+    static class WorkerProcess implements AutoCloseable {
         final Process p;
         final PrintWriter in;
         final BufferedReader out;
 
         WorkerProcess(String... args) throws IOException {
+            this(true, "io.github.fencingpg.fencing.Worker", args);
+        }
+
+        WorkerProcess(boolean unused, String main, String... args) throws IOException {
             String cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
             List<String> cmd = new ArrayList<>(List.of(
                     System.getProperty("java.home") + File.separator + "bin" + File.separator + "java",
                     "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-                    "-cp", cp, "io.github.fencingpg.fencing.Worker"));
+                    "-cp", cp, main));
             cmd.addAll(List.of(args));
             ProcessBuilder pb = new ProcessBuilder(cmd);
             pb.redirectError(ProcessBuilder.Redirect.INHERIT);
@@ -212,6 +216,13 @@ final class Env {
             } catch (AssertionError | IOException | InterruptedException e) {
                 p.destroyForcibly();
             }
+        }
+    }
+
+    /** A worker JVM of another main class. */
+    static final class WorkerProcessOf extends WorkerProcess {
+        WorkerProcessOf(String main, String... args) throws IOException {
+            super(true, main, args);
         }
     }
 
