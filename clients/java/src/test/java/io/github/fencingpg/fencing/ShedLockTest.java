@@ -62,9 +62,15 @@ class ShedLockTest {
         a.executeWithLock((Runnable) () -> {
             job(runs, lock).run();
             job(runs, lock).run();        // two transactions under one lock, strict: both accepted
-            b.executeWithLock(job(runs, lock), cfg);       // the lock is held: b skips its run
+            Thread other = new Thread(() -> b.executeWithLock(job(runs, lock), cfg));  // another instance
+            other.start();
+            try {
+                other.join();
+            } catch (InterruptedException e) {
+                throw new AssertionError(e);
+            }
         }, cfg);
-        assertEquals(2, runs.get());
+        assertEquals(2, runs.get(), "the other instance skipped its run while the lock was held");
         assertThrows(IllegalStateException.class, FencedLockProvider::currentSource, "no lock outside a job");
         b.executeWithLock(job(runs, lock), cfg);
         assertEquals(3, runs.get(), "released when the job ended");
