@@ -38,6 +38,7 @@ public abstract class LockSource implements TokenSource {
     private long grantNo;
     private ScheduledExecutorService timer;
     private ScheduledFuture<?> renewal;
+    private volatile long renewalFrozenUntil;
 
     protected LockSource(DataSource db, String name) {
         this.db = db;
@@ -275,7 +276,7 @@ public abstract class LockSource implements TokenSource {
         long every = Math.max(10, renewEvery().toMillis());
         long g = grantNo;
         renewal = timer.scheduleWithFixedDelay(() -> {
-            if (!held || grantNo != g) {
+            if (!held || grantNo != g || System.nanoTime() - renewalFrozenUntil < 0) {
                 return;
             }
             boolean ok;
@@ -297,6 +298,14 @@ public abstract class LockSource implements TokenSource {
             renewal.cancel(false);
             renewal = null;
         }
+    }
+
+    /**
+     * No renewal for {@code d}, as in a process that is paused (the tests' stand-in for a whole
+     * process frozen, where only one thread of it can be paused).
+     */
+    void freezeRenewal(Duration d) {
+        renewalFrozenUntil = System.nanoTime() + d.toNanos();
     }
 
     /** Sleep up to {@code ms}, not past {@code deadline} (System.nanoTime()). */
