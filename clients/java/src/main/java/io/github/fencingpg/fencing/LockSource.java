@@ -298,6 +298,10 @@ public abstract class LockSource implements TokenSource {
             renewal.cancel(false);
             renewal = null;
         }
+        if (timer != null) {
+            timer.shutdown();       // its thread ends; the next grant starts another
+            timer = null;
+        }
     }
 
     /**

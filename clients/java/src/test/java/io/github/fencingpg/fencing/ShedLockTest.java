@@ -79,7 +79,7 @@ class ShedLockTest {
     @Test
     void aPausedJobsLateWriteIsRefused() throws Exception {
         String lock = RUN + "-report";
-        try (Env.WorkerProcess w = new Env.WorkerProcessOf("io.github.fencingpg.fencing.ShedLockWorker", lock, "1000", lock)) {
+        try (Env.WorkerProcess w = new Env.WorkerProcessOf("io.github.fencingpg.fencing.ShedLockWorker", lock, "3000", lock)) {
             String begun = w.read(Duration.ofSeconds(60));
             assertTrue(begun.startsWith("begun "), begun);
             w.freeze();

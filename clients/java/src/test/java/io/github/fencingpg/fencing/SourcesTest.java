@@ -60,7 +60,7 @@ class SourcesTest {
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"lease", "etcd", "zookeeper", "redis", "redisson"})
     void tryAcquireAndAcquireWithTimeout(String kind) {
-        try (Kinds ks = new Kinds(db, 2000)) {
+        try (Kinds ks = new Kinds(db, 5000)) {
             String name = unique("acq-" + kind);
             LockSource a = ks.make(kind, name, "a");
             LockSource b = ks.make(kind, name, "b");
@@ -90,7 +90,7 @@ class SourcesTest {
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"lease", "etcd", "zookeeper", "redis", "redisson"})
     void hundredTransactionsUnderOneLockStrict(String kind) {
-        try (Kinds ks = new Kinds(db, 3000)) {
+        try (Kinds ks = new Kinds(db, 10000)) {
             String name = unique("hundred-" + kind);
             String key = name;
             insert(key);
@@ -120,7 +120,7 @@ class SourcesTest {
 
     /** The pause story, and with {@code firstMeter} the new holder raises its fence and never writes. */
     void story(String kind, boolean firstMeter) throws Exception {
-        long ttl = Kinds.ttlOf(kind, 1000);
+        long ttl = Kinds.ttlOf(kind, 3000);    // a cold JVM on a loaded machine renews late
         String name = unique((firstMeter ? "meter-" : "pause-") + kind);
         String key = name;
         insert(key);
@@ -177,7 +177,7 @@ class SourcesTest {
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"lease", "etcd", "zookeeper", "redis", "redisson"})
     void lostSignalAndRunLocked(String kind) {
-        try (Kinds ks = new Kinds(db, 2000)) {
+        try (Kinds ks = new Kinds(db, 5000)) {
             String name = unique("locked-" + kind);
             insert(name);
             LockSource s = ks.make(kind, name, "once");
