@@ -42,7 +42,7 @@ my $settings = $env->{FENCING_CLIENT_JAVA_M2};
 my $tmp = $PostgreSQL::Test::Utils::tmp_check;
 
 my ($jv) = `java -version 2>&1` =~ /version "([^"]+)"/;
-my ($mv) = `mvn -v 2>/dev/null` =~ /Apache Maven (\S+)/;
+my ($mv) = `mvn -B -v 2>/dev/null` =~ /Apache Maven (\S+)/;
 ok($jv && $mv, sprintf('Java %s, Maven %s', $jv // '?', $mv // '?'))
   or BAIL_OUT('no Java or Maven');
 
