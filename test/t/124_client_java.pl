@@ -142,7 +142,7 @@ ok($t1 && $t2 && $t1 ne $t2 && $row eq "paid $t2"
 		$t1 // '?', $t2 // '?'));
 
 # the benchmark: the library against the same transaction by hand
-($st, $out) = run(cmd => [ 'java', '-cp', "$dir/target/test-classes:$cp", 'io.github.fencingpg.fencing.Bench', '1200' ],
+($st, $out) = run(cmd => [ 'java', '-cp', "$dir/target/test-classes:$cp", 'io.github.fencingpg.fencing.Bench', '2000' ],
 	dir => $dir, env => \%testenv, timeout => 600);
 note $_ foreach grep { !/^\[main\]/ } split /\n/, $out;
 ok($st == 0, 'Bench: Fenced.run against the same transaction by hand with pgjdbc, interleaved')

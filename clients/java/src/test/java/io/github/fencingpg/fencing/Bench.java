@@ -18,7 +18,7 @@ public final class Bench {
 
     public static void main(String[] args) throws Exception {
         int n = args.length > 0 ? Integer.parseInt(args[0]) : 2000;
-        int rounds = 10;
+        int rounds = 20;
         int per = Math.max(1, n / rounds);
         try (HikariDataSource db = Env.pool(1)) {
             Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing",
