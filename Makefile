@@ -18,7 +18,7 @@ MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
 OBJS_CORE = src/module.o src/cluster.o src/extension.o src/fence.o src/advance.o src/errors.o
 
-OBJS_GUARD = src/guc.o src/statement.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
+OBJS_GUARD = src/guc.o src/provenance.o src/statement.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
 	src/scopes_1_0.o src/guard.o src/meter.o src/ddl_guard.o src/protection.o src/trigger_code.o
 
 # who may read keys and fences; dropping the extension with its storage;
