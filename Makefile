@@ -64,7 +64,7 @@ REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update lease_
 
 REGRESS_LOCKSVC = lock_services sf001_reasons
 
-REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security update_to_1_3_recheck
+REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security update_to_1_3_recheck update_to_1_4_recheck
 
 # who may read keys, who may pin the extension
 REGRESS_ROLES = scope_visibility scope_pinning scope_health scope_row_security

@@ -107,37 +107,21 @@ typedef struct CallsContext
 {
 	Oid		   *callees;
 	int			ncallees;
-	bool		setter;			/* an explicit set_config() of a setting */
-	bool		plain;			/* nothing but calls, constants, parameters */
 } CallsContext;
 
 /*
- * Collect the functions an expression calls by name (explicitly, not as
- * a cast or behind an operator), and whether it is made of such calls,
- * constants and parameters alone.
+ * Collect the functions an expression calls by name: explicitly, not as a
+ * cast or behind an operator.
  */
 static bool
 CollectCalls(Node *node, CallsContext *cx)
 {
 	if (node == NULL)
 		return false;
-	if (IsA(node, FuncExpr))
-	{
-		FuncExpr   *f = (FuncExpr *) node;
-
-		if (f->funcformat == COERCE_EXPLICIT_CALL)
-		{
-			if (cx->ncallees < FENCING_MAX_CALLEES)
-				cx->callees[cx->ncallees++] = f->funcid;
-			if (SetsGuardSetting(f))
-				cx->setter = true;
-		}
-		else
-			cx->plain = false;
-	}
-	else if (!IsA(node, Const) && !IsA(node, Param) && !IsA(node, RelabelType) &&
-			 !IsA(node, List) && !IsA(node, TargetEntry))
-		cx->plain = false;
+	if (IsA(node, FuncExpr) &&
+		((FuncExpr *) node)->funcformat == COERCE_EXPLICIT_CALL &&
+		cx->ncallees < FENCING_MAX_CALLEES)
+		cx->callees[cx->ncallees++] = ((FuncExpr *) node)->funcid;
 	return expression_tree_walker(node, CollectCalls, cx);
 }
 
@@ -146,10 +130,10 @@ CollectCalls(Node *node, CallsContext *cx)
  * WHERE or other clause, SELECT f($1), SELECT f($1) IS NOT NULL, SELECT
  * f($1), g($2), or SELECT * FROM f($1)?  Returns how many functions it
  * names (their OIDs in callees, at most FENCING_MAX_CALLEES), and in
- * *setter whether it is a set_config() of a guard's setting made of
- * calls, constants and parameters alone (PostgreSQL's own function, whose
- * body no hook sees: then the whole run is the session's); 0 when it is
- * no call by name.
+ * *setter whether one of its columns is set_config() of a guard's setting
+ * (PostgreSQL's own function, whose body no hook sees: the whole run is
+ * then the session's, and whatever its arguments did, the value it sets
+ * is the session's); 0 when it is no call by name.
  */
 static int
 CallsByName(PlannedStmt *stmt, Oid *callees, bool *setter)
@@ -165,8 +149,6 @@ CallsByName(PlannedStmt *stmt, Oid *callees, bool *setter)
 
 	cx.callees = callees;
 	cx.ncallees = 0;
-	cx.setter = false;
-	cx.plain = true;
 	if (IsA(plan, FunctionScan))
 	{
 		FunctionScan *fs = (FunctionScan *) plan;
@@ -179,6 +161,7 @@ CallsByName(PlannedStmt *stmt, Oid *callees, bool *setter)
 	else
 	{
 		List	   *tlist = plan->targetlist;
+		ListCell   *lc;
 
 		if (IsA(plan, ProjectSet))
 			plan = outerPlan(plan);
@@ -186,9 +169,19 @@ CallsByName(PlannedStmt *stmt, Oid *callees, bool *setter)
 			((Result *) plan)->resconstantqual != NULL || plan->qual != NIL ||
 			plan->initPlan != NIL)
 			return 0;
+		foreach(lc, tlist)
+		{
+			Node	   *expr = (Node *) lfirst_node(TargetEntry, lc)->expr;
+
+			while (IsA(expr, RelabelType))
+				expr = (Node *) ((RelabelType *) expr)->arg;
+			if (IsA(expr, FuncExpr) &&
+				((FuncExpr *) expr)->funcformat == COERCE_EXPLICIT_CALL &&
+				SetsGuardSetting((FuncExpr *) expr))
+				*setter = true;
+		}
 		(void) CollectCalls((Node *) tlist, &cx);
 	}
-	*setter = cx.setter && cx.plain;
 	return cx.ncallees;
 }
 
