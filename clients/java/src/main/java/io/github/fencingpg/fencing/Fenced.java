@@ -28,10 +28,11 @@ import org.postgresql.PGConnection;
  *
  * <p>Each transaction takes {@link TokenSource#nextToken()} from the source (a new token of the
  * lock still held; a {@link StaticToken} gives its one token) and sets it with
- * {@code SELECT fencing.set_token($1)}, the token bound as a parameter, sent with {@code BEGIN}
- * in one round trip. The token is transaction-local: it ends with the transaction and never stays
- * on a pooled connection. In the same round trip the transaction reads
- * {@code current_setting('fencing.token', true)}: a value there is a session-level token left on
+ * {@code fencing.set_token($1)}, the token bound as a parameter, sent with {@code BEGIN} in one
+ * round trip. The token is transaction-local: it ends with the transaction and never stays on a
+ * pooled connection. The same statement reads {@code current_setting('fencing.token', true)}
+ * first ({@code SELECT pg_catalog.current_setting('fencing.token', true),
+ * fencing.set_token($1)}): a value there is a session-level token left on
  * the connection by someone's {@code SET fencing.token}; it is reset inside the transaction
  * ({@code RESET fencing.token}, kept when it commits), the token set again, and a warning logged
  * with the backend's pid (logger {@code io.github.fencingpg.fencing}).
@@ -159,17 +160,18 @@ public final class Fenced {
     }
 
     private static final String CHECK = "SELECT pg_catalog.current_setting('fencing.token', true)";
+    /** The check, then the token: one statement (a call by name), its columns evaluated in order. */
+    private static final String CHECK_AND_SET = CHECK + ", fencing.set_token(?)";
     private static final String SET = "SELECT fencing.set_token(?)";
 
-    /** The first statements of the transaction (autocommit off): the leftover check and the token. */
+    /** The first statement of the transaction (autocommit off): the leftover check and the token. */
     static void start(Connection c, Token t) throws SQLException {
         String left;
-        try (PreparedStatement ps = c.prepareStatement(t == null ? CHECK : CHECK + "; " + SET)) {
+        try (PreparedStatement ps = c.prepareStatement(t == null ? CHECK : CHECK_AND_SET)) {
             if (t != null) {
                 ps.setObject(1, t.toString(), Types.OTHER);
             }
-            ps.execute();
-            try (ResultSet rs = ps.getResultSet()) {
+            try (ResultSet rs = ps.executeQuery()) {
                 rs.next();
                 left = rs.getString(1);
             }
