@@ -28,6 +28,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 import psycopg
@@ -69,8 +70,10 @@ class Scope:
 
 
 def default_holder() -> str:
-    """``host:pid``: who holds a lock, as the lock services show it."""
-    return f"{socket.gethostname()}:pid={os.getpid()}"
+    """``host:pid=N:random``: who holds a lock, as the lock services show
+    it; one of its own for every source, so that two sources of one
+    process never count as the same holder."""
+    return f"{socket.gethostname()}:pid={os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class TokenSource(abc.ABC):

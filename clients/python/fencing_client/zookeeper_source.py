@@ -63,11 +63,16 @@ class ZooKeeperSource(TokenSource):
                              daemon=True).start()
 
     def _try_grant(self, wait: Optional[float]) -> Optional[Token]:
+        from kazoo.exceptions import LockTimeout
+
         lock = self.zk.Lock(self.path, self.identifier)
-        if wait == 0:
-            got = lock.acquire(blocking=False)
-        else:
-            got = lock.acquire(blocking=True, timeout=wait)
+        try:
+            if wait == 0:
+                got = lock.acquire(blocking=False)
+            else:
+                got = lock.acquire(blocking=True, timeout=wait)
+        except LockTimeout:
+            got = False
         if not got:
             return None
         try:
