@@ -39,6 +39,23 @@ def connection_of(db: Any) -> Iterator["psycopg.Connection[Any]"]:
                         f"not {type(db).__name__}")
 
 
+def _one(conn: "psycopg.Connection[Any]", query: Any, params: Any) -> Any:
+    status = conn.pgconn.transaction_status
+    if status != TransactionStatus.IDLE:
+        raise psycopg.ProgrammingError(
+            "the token source's connection is in a transaction "
+            f"({TransactionStatus(status).name}): give the source a connection of its own, "
+            "a pool or a conninfo string, or call it between your transactions")
+    if conn.autocommit:
+        return conn.execute(query, params).fetchone()
+    conn.autocommit = True
+    try:
+        return conn.execute(query, params).fetchone()
+    finally:
+        if not conn.broken and not conn.closed:
+            conn.autocommit = False
+
+
 class SourceDb:
     """The database of a token source, used from the caller's thread and
     from the source's renewal thread, one at a time (``lock``)."""
@@ -58,16 +75,12 @@ class SourceDb:
     @contextlib.contextmanager
     def connection(self) -> Iterator["psycopg.Connection[Any]"]:
         with self.lock:
-            if isinstance(self.db, str):
-                own = self._own
-                if own is None or own.closed or own.broken:
-                    if own is not None:
-                        own.close()
-                    own = self._own = psycopg.connect(self.db, autocommit=True)
-                yield own
+            conn = self._direct()
+            if conn is not None:
+                yield conn
             else:
-                with connection_of(self.db) as conn:
-                    yield conn
+                with connection_of(self.db) as pooled:
+                    yield pooled
 
     def idle(self) -> bool:
         """May a statement of the source run now, outside any transaction
@@ -78,24 +91,31 @@ class SourceDb:
             return db.info.transaction_status == TransactionStatus.IDLE
         return True
 
+    def _direct(self) -> "Optional[psycopg.Connection[Any]]":
+        """The connection itself when there is no pool to check one out of."""
+        db = self.db
+        if isinstance(db, psycopg.Connection):
+            return db
+        if isinstance(db, str):
+            own = self._own
+            if own is None or own.closed or own.broken:
+                if own is not None:
+                    own.close()
+                # no prepared statements: a PgBouncer in transaction mode
+                # before 1.21 would give them to other backends
+                own = self._own = psycopg.connect(db, autocommit=True, prepare_threshold=None)
+            return own
+        return None
+
     def query_one(self, query: Any, params: Any = ()) -> Any:
         """The first row of one statement, committed on its own in one round
         trip (the connection switched to autocommit for it when needed)."""
-        with self.connection() as conn:
-            status = conn.info.transaction_status
-            if status != TransactionStatus.IDLE:
-                raise psycopg.ProgrammingError(
-                    "the token source's connection is in a transaction "
-                    f"({status.name}): give the source a connection of its own, "
-                    "a pool or a conninfo string, or call it between your transactions")
-            if conn.autocommit:
-                return conn.execute(query, params).fetchone()
-            conn.autocommit = True
-            try:
-                return conn.execute(query, params).fetchone()
-            finally:
-                if not conn.broken and not conn.closed:
-                    conn.autocommit = False
+        with self.lock:
+            conn = self._direct()
+            if conn is not None:
+                return _one(conn, query, params)
+            with connection_of(self.db) as pooled:
+                return _one(pooled, query, params)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator["psycopg.Connection[Any]"]:

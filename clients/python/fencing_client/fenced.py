@@ -39,6 +39,8 @@ RESET = "RESET fencing.token"
 T = TypeVar("T")
 K = TypeVar("K")
 
+_PIPELINE = psycopg.Pipeline.is_supported()
+
 
 class _Transaction:
     """BEGIN, the leftover check and (with a token) set_token, pipelined;
@@ -48,7 +50,7 @@ class _Transaction:
                  locks: Sequence[Any] = ()):
         self.conn = conn
         self.token = token
-        self.pipeline = pipeline and psycopg.Pipeline.is_supported()
+        self.pipeline = pipeline and _PIPELINE
         self.locks = locks
         self._tx: Optional[psycopg.Transaction] = None
         self._cur: Optional[psycopg.Cursor[Any]] = None
@@ -57,10 +59,11 @@ class _Transaction:
 
     def enter(self) -> "psycopg.Cursor[Any]":
         conn = self.conn
-        if conn.info.transaction_status != TransactionStatus.IDLE:
+        status = conn.pgconn.transaction_status
+        if status != TransactionStatus.IDLE:
             raise psycopg.ProgrammingError(
                 "a fenced transaction is a transaction of its own: the connection is already "
-                f"in one ({conn.info.transaction_status.name}); commit or roll back first")
+                f"in one ({TransactionStatus(status).name}); commit or roll back first")
         for lock in self.locks:
             lock.acquire()
             self._held.append(lock)
@@ -118,7 +121,7 @@ class _Transaction:
         try:
             conn = self.conn
             if conn.autocommit != self._autocommit and not conn.closed and not conn.broken \
-                    and conn.info.transaction_status != TransactionStatus.UNKNOWN:
+                    and conn.pgconn.transaction_status != TransactionStatus.UNKNOWN:
                 conn.autocommit = self._autocommit
         finally:
             while self._held:
@@ -191,17 +194,29 @@ class fenced:
     def __init__(self, conn: "psycopg.Connection[Any]", source: TokenSource | TokenLike, *,
                  pipeline: bool = True):
         self.conn = conn
-        self.source = as_source(source)
-        self.pipeline = pipeline
+        self.source: Optional[TokenSource] = None
         self.token: Optional[Token] = None
+        if isinstance(source, TokenSource):
+            self.source = source
+        elif isinstance(source, (Token, str)):
+            self.token = Token.parse(source)        # a bare token: no source to ask
+        else:
+            raise TypeError(f"expected a TokenSource, a Token or 'epoch:counter' text, not "
+                            f"{type(source).__name__}")
+        self.pipeline = pipeline
         self._tx: Optional[_Transaction] = None
 
     def __enter__(self) -> "psycopg.Cursor[Any]":
-        locks = _locks(self.conn, [self.source])
+        src = self.source
+        if src is None:
+            assert self.token is not None
+            self._tx = _Transaction(self.conn, self.token, self.pipeline)
+            return self._tx.enter()
+        locks = _locks(self.conn, [src])
         for lock in locks:      # the token and the transaction, no renewal between them
             lock.acquire()
         try:
-            self.token = self.source.next_token()
+            self.token = src.next_token()
             self._tx = _Transaction(self.conn, self.token, self.pipeline, locks)
             return self._tx.enter()
         finally:
@@ -246,7 +261,7 @@ def run_fenced(db: Database, source: TokenSource | TokenLike,
     (``run_once``).
     """
     _attempts(attempts)
-    src = as_source(source)
+    src = source if isinstance(source, TokenSource) else Token.parse(source)
     attempt = 0
     while True:
         attempt += 1

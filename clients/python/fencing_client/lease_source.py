@@ -41,7 +41,12 @@ class LeaseSource(TokenSource):
         return f"LeaseSource({self.name!r})"
 
     def _interval(self) -> timedelta:
-        return timedelta(seconds=self.ttl)
+        iv = self._iv
+        if iv is None or iv[0] != self.ttl:
+            iv = self._iv = (self.ttl, timedelta(seconds=self.ttl))
+        return iv[1]
+
+    _iv: Optional[tuple[float, timedelta]] = None
 
     def _one(self, query: str, params: tuple[object, ...]) -> object:
         row = self._database().query_one(query, params)
@@ -67,11 +72,11 @@ class LeaseSource(TokenSource):
             cur = self.token
             if cur is None:
                 return None
-            t = self._one("SELECT fencing.lease_next(%s, %s, %s)::text",
-                          (self.name, str(cur), self._interval()))
-            if t is None:
+            row = db.query_one("SELECT fencing.lease_next(%s, %s, %s)::text",
+                               (self.name, str(cur), self._interval()))
+            if row is None or row[0] is None:
                 return None
-            tok = Token.parse(str(t))
+            tok = Token.parse(row[0])
             self.token = tok
             return tok
 
