@@ -9,7 +9,7 @@
 #                               requirements.txt installed, and in src/ the
 #                               copy the wheel was built from
 #                               (test/lib/client_python.sh makes it)
-#   FENCING_CLIENT_STORM        1: run the storm (12 worker processes x 250
+#   FENCING_CLIENT_STORM        1: run the storm (10 worker processes x 200
 #                               fenced transactions with SIGSTOP pauses past
 #                               a 300 ms lease); else it shows as skipped
 #
@@ -116,7 +116,7 @@ cmp_ok($tests, '>', 0, 'pytest ran tests');
 # transaction by hand with psycopg, interleaved; its numbers are notes
 ($st, $out) = run(
 	name => 'bench.py',
-	cmd  => [ $py, "$client/bench.py", '--n', '2000', '--rounds', '20' ],
+	cmd  => [ $py, "$client/bench.py", '--n', '1000', '--rounds', '10' ],
 	dir  => $client,
 	env  => { FencingClients::pgenv($node, $db) },
 	timeout => 600,

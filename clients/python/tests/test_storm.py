@@ -1,4 +1,4 @@
-"""The storm: 12 worker processes x 250 fenced transactions, each worker
+"""The storm: 10 worker processes x 200 fenced transactions, each worker
 taking the built-in leases (TTL 300 ms) of 20 lease-protected tables and
 writing a few transactions under each grant, through a pool, with whole-
 process pauses (SIGSTOP) past the TTL.  Then an invariant checker counts
@@ -32,8 +32,8 @@ class TestStorm(unittest.TestCase):
     def test_storm(self) -> None:
         if os.environ.get("FENCING_TEST_STORM", "1") == "0":
             raise unittest.SkipTest("FENCING_TEST_STORM=0")
-        workers = int(os.environ.get("FENCING_TEST_STORM_WORKERS", "12"))
-        writes = int(os.environ.get("FENCING_TEST_STORM_WRITES", "250"))
+        workers = int(os.environ.get("FENCING_TEST_STORM_WORKERS", "10"))
+        writes = int(os.environ.get("FENCING_TEST_STORM_WRITES", "200"))
         db = connect(autocommit=True)
         db.execute("DROP TABLE IF EXISTS storm_log")
         db.execute("CREATE TABLE storm_log (key int, seq int, token text NOT NULL, who text, "
