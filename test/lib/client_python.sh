@@ -37,13 +37,15 @@ fencing_python_client_venv() {
     [ -f "$wheels/.complete" ] || { echo "no wheels for clients/python/requirements.txt" >&2; return 1; }
     local pip=(env PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_NO_INPUT=1
                "$dest/bin/pip" --disable-pip-version-check --quiet)
-    rm -rf "$dest" && /usr/bin/python3 -m venv "$dest" &&
-        "${pip[@]}" install --no-index --find-links "$wheels" --require-hashes \
-            -r "$src/requirements.txt" >&2 &&
-        mkdir -p "$dest/src" && cp -a "$src/." "$dest/src/" &&
-        rm -rf "$dest/src/build" "$dest/src/dist" &&
-        "${pip[@]}" wheel --no-index --no-deps --no-build-isolation -w "$dest/dist" "$dest/src" >&2 &&
-        "${pip[@]}" install --no-index --find-links "$wheels" "$dest"/dist/fencing_client-*.whl >&2 ||
-        { echo "building or installing clients/python into $dest failed" >&2; return 1; }
+    if ! { rm -rf "$dest" && /usr/bin/python3 -m venv "$dest" &&
+           "${pip[@]}" install --no-index --find-links "$wheels" --require-hashes \
+               -r "$src/requirements.txt" >&2 &&
+           mkdir -p "$dest/src" && cp -a "$src/." "$dest/src/" &&
+           rm -rf "$dest/src/build" "$dest/src/dist" &&
+           "${pip[@]}" wheel --no-index --no-deps --no-build-isolation -w "$dest/dist" "$dest/src" >&2 &&
+           "${pip[@]}" install --no-index --find-links "$wheels" "$dest"/dist/fencing_client-*.whl >&2; }; then
+        echo "building or installing clients/python into $dest failed" >&2
+        return 1
+    fi
     chmod -R a+rX "$dest"
 }
