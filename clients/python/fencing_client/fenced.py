@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from ._db import Database, connection_of
+from ._db import Database, connection_of, is_pool
 from .errors import RETRYABLE, FencingError, translate
 from .source import Scope, TokenSource, as_source, log
 from .token import Token, TokenLike
@@ -262,11 +262,16 @@ def run_fenced(db: Database, source: TokenSource | TokenLike,
     """
     _attempts(attempts)
     src = source if isinstance(source, TokenSource) else Token.parse(source)
+    pool = is_pool(db)
     attempt = 0
     while True:
         attempt += 1
         try:
-            with connection_of(db) as conn, fenced(conn, src, pipeline=pipeline) as cur:
+            # from a pool: the token first, then the checkout (no connection
+            # held while the lock service answers; a source on the same pool
+            # never waits for the connection this transaction holds)
+            tx_src = src.next_token() if pool and isinstance(src, TokenSource) else src
+            with connection_of(db) as conn, fenced(conn, tx_src, pipeline=pipeline) as cur:
                 return fn(cur)
         except Exception as e:
             if _retry(e, attempt, attempts, backoff):
@@ -320,12 +325,14 @@ def run_fenced_many(db: Database, sources: Mapping[K, TokenSource | TokenLike],
     while True:
         attempt += 1
         try:
+            tokens = {k: s.next_token() for k, s in srcs.items()} if is_pool(db) else None
             with connection_of(db) as conn:
                 locks = _locks(conn, list(srcs.values()))
                 for lock in locks:
                     lock.acquire()
                 try:
-                    tokens = {k: s.next_token() for k, s in srcs.items()}
+                    if tokens is None:
+                        tokens = {k: s.next_token() for k, s in srcs.items()}
                     tx = _Transaction(conn, None, pipeline, locks)
                     cur = tx.enter()
                 finally:

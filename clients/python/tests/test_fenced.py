@@ -202,6 +202,20 @@ class TestPool:
             assert self.checkout(pool) == (pid, "")
             assert db.execute(f"SELECT fence::text, n FROM {t}").fetchone() == ("1:1", 1)
 
+    def test_source_on_a_pool_of_one(self, db: Any) -> None:
+        """A lease on the same pool of one connection as the transactions:
+        the token is taken before the checkout, nothing waits for itself."""
+        led = make_ledger(db)
+        with ConnectionPool("", min_size=1, max_size=1, open=True, timeout=5) as pool:
+            with fc.LeaseSource(pool, unique("lease"), ttl=30) as lock:
+                for i in range(5):
+                    fc.run_fenced(pool, lock, lambda cur: cur.execute(
+                        f"INSERT INTO {led} (acct, amount) VALUES ('a', %s)", (i,)))
+                fc.run_fenced_many(pool, {"a": lock}, lambda cur, toks: cur.execute(
+                    f"INSERT INTO {led} (acct, amount, fence) VALUES ('a', 5, %s)",
+                    (str(toks["a"]),)))
+        assert db.execute(f"SELECT count(*) FROM {led}").fetchone() == (6,)
+
     def test_leftover_session_token_reset(self, db: Any, caplog: pytest.LogCaptureFixture) -> None:
         """Other code left ``SET fencing.token`` on a pooled connection: the
         next fenced transaction resets it, writes with its own token, logs
