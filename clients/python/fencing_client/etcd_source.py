@@ -102,23 +102,27 @@ class EtcdSource(TokenSource):
             return None
         return int(r["header"]["revision"])
 
-    def _drop(self) -> None:
-        """Delete this holder's key (only its own) and revoke its lease."""
+    def _drop(self) -> bool:
+        """Delete this holder's key (only its own) and revoke its lease;
+        True when the key was still ours."""
         key, rev, lease = self.key, self.create_revision, self._lease
         self.key = self.create_revision = self._lease = None
+        ours = False
         try:
             if key is not None and rev is not None:
-                self._txn({
+                r = self._txn({
                     "compare": [{"key": _b64(key), "result": "EQUAL", "target": "CREATE",
                                  "create_revision": rev}],
                     "success": [{"request_delete_range": {"key": _b64(key)}}],
                     "failure": []})
+                ours = bool(r.get("succeeded"))
         finally:
             if lease is not None:
                 try:
                     lease.revoke()
                 except Exception:
                     pass
+        return ours
 
     # ---- the source
 
@@ -197,9 +201,7 @@ class EtcdSource(TokenSource):
         return int(lease.refresh()) > 0
 
     def _release(self) -> bool:
-        held = self._put_mine() is not None if self.key is not None else False
-        self._drop()
-        return held
+        return self._drop()
 
     def _after_lost(self) -> None:
         self._drop()
