@@ -1,7 +1,7 @@
 """Benchmark: a fenced transaction through the library against the same
 transaction written by hand with psycopg, in one run.
 
-    python bench.py [--n 4000] [--rounds 20] [--delay-ms D]    (libpq's PG* variables)
+    python bench.py [--n 3000] [--delay-ms D]    (libpq's PG* variables)
 
 Each transaction updates one row of a protected table, with a token given
 (``token``) or with a new token of a built-in lease per transaction
@@ -16,9 +16,8 @@ Each transaction updates one row of a protected table, with a token given
   by hand, plain              BEGIN; SELECT fencing.set_token(%s); UPDATE;
                               COMMIT, one after the other, no check
 
-Rounds alternate (in order, then reversed, ...) so that the
-drift of a shared machine hits both alike; each round runs n/rounds
-transactions of each kind.  Prints the median latency of each kind and the
+The kinds take turns one transaction at a time, in a rotating order, so
+that the drift of a shared machine hits them alike.  Prints the median latency of each kind and the
 ratio library / by hand.  Not a test: nothing fails on its numbers.
 ``--delay-ms D`` puts a proxy that holds every chunk D/2 ms each way
 between client and server: a network with a round trip of D ms.
@@ -79,8 +78,7 @@ def delay_proxy(host: str, port: int, delay: float) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=4000, help="transactions of each kind")
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--n", type=int, default=3000, help="transactions of each kind")
     ap.add_argument("--delay-ms", type=float, default=0.0)
     a = ap.parse_args()
 
@@ -164,22 +162,23 @@ def main() -> None:
         ("lease: by hand, the same statements", lambda: by_hand_pipelined(lease_next(), 2)),
         ("lease: by hand, plain", lambda: by_hand_plain(lease_next(), 2))]
     lat: dict[str, list[float]] = {k: [] for k, _ in kinds}
-    per_round = max(1, a.n // a.rounds)
     for _ in range(100):                # warm up every path (prepared statements, caches)
         for _, fn in kinds:
             fn()
-    for r in range(a.rounds):
-        for name, fn in (kinds if r % 2 == 0 else kinds[::-1]):
-            for _ in range(per_round):
-                t = time.perf_counter()
-                fn()
-                lat[name].append(time.perf_counter() - t)
+    # one transaction of each kind in turn, the order rotating, so that the
+    # drift of a shared machine hits every kind alike
+    for i in range(a.n):
+        r = i % len(kinds)
+        for name, fn in kinds[r:] + kinds[:r]:
+            t = time.perf_counter()
+            fn()
+            lat[name].append(time.perf_counter() - t)
     lease.release()
     med = {k: statistics.median(v) * 1e6 for k, v in lat.items()}
     where = f"round trip {a.delay_ms} ms" if a.delay_ms else "loopback"
     impl = psycopg.pq.__impl__
-    print(f"psycopg {psycopg.__version__} ({impl}), {where}, {per_round * a.rounds} "
-          "transactions of each kind, interleaved")
+    print(f"psycopg {psycopg.__version__} ({impl}), {where}, {a.n} "
+          "transactions of each kind, interleaved one by one")
     for k in lat:
         print(f"{k:36s}: median {med[k]:8.1f} us")
     for pair in ("token", "lease"):

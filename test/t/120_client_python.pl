@@ -116,7 +116,7 @@ cmp_ok($tests, '>', 0, 'pytest ran tests');
 # transaction by hand with psycopg, interleaved; its numbers are notes
 ($st, $out) = run(
 	name => 'bench.py',
-	cmd  => [ $py, "$client/bench.py", '--n', '1000', '--rounds', '10' ],
+	cmd  => [ $py, "$client/bench.py", '--n', '1000' ],
 	dir  => $client,
 	env  => { FencingClients::pgenv($node, $db) },
 	timeout => 600,
