@@ -106,8 +106,8 @@ func (s *EtcdSource) acquire(ctx context.Context, try bool) (Token, error) {
 	s.mu.Lock()
 	s.session, s.mutex, s.gen = session, m, gen
 	s.mu.Unlock()
-	s.g.begin(tok)
-	go s.watch(session)
+	stop, done := s.g.begin(tok)
+	go s.watch(session, stop, done)
 	return tok, nil
 }
 
@@ -126,10 +126,7 @@ func (s *EtcdSource) put(ctx context.Context, m *concurrency.Mutex) (int64, erro
 }
 
 // watch ends the grant as lost when the session ends before a release.
-func (s *EtcdSource) watch(session *concurrency.Session) {
-	s.g.mu.Lock()
-	stop, done := s.g.stop, s.g.done
-	s.g.mu.Unlock()
+func (s *EtcdSource) watch(session *concurrency.Session, stop, done chan struct{}) {
 	defer close(done)
 	select {
 	case <-session.Done():

@@ -62,8 +62,8 @@ func (s *LeaseSource) TryAcquire(ctx context.Context) (Token, error) {
 		s.db.Exec(ctx, "SELECT fencing.lease_release($1, $2::text::fencing.fence)", s.name, tok.String())
 		return Token{}, err
 	}
-	s.g.begin(tok)
-	go s.g.renewLoop(s.ttl, s.cfg.logger, "lease", s.name, s.renew)
+	stop, done := s.g.begin(tok)
+	go s.g.renewLoop(stop, done, s.ttl, s.cfg.logger, "lease", s.name, s.renew)
 	return tok, nil
 }
 

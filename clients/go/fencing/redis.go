@@ -101,8 +101,8 @@ func (s *RedisSource) TryAcquire(ctx context.Context) (Token, error) {
 		return fail(err)
 	}
 	s.id, s.gen = id, gen
-	s.g.begin(tok)
-	go s.g.renewLoop(s.ttl, s.cfg.logger, "Redis lock", s.name, s.renew)
+	stop, done := s.g.begin(tok)
+	go s.g.renewLoop(stop, done, s.ttl, s.cfg.logger, "Redis lock", s.name, s.renew)
 	return tok, nil
 }
 

@@ -2,6 +2,7 @@ package fencing
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,8 +71,10 @@ func WithFences(scopes ...Scope) SourceOption {
 	return func(c *sourceConfig) { c.fences = append(c.fences, scopes...) }
 }
 
-// WithHolder names the holder (leases: fencing.leases.holder); default
-// host:pid.
+// WithHolder names the holder (leases: fencing.leases.holder, the value
+// of an etcd or ZooKeeper lock key); default host:pid:random, one per
+// source.  A lease is granted again to the holder of the same name: give
+// every holder its own.
 func WithHolder(name string) SourceOption { return func(c *sourceConfig) { c.holder = name } }
 
 // WithGenerationTable reads the lock services' generations from this
@@ -90,8 +93,12 @@ func newSourceConfig(opts []SourceOption) sourceConfig {
 		o(&c)
 	}
 	if c.holder == "" {
+		// unique per source: a lease taken again by the same holder name
+		// is granted to it
 		h, _ := os.Hostname()
-		c.holder = fmt.Sprintf("%s:pid=%d", h, os.Getpid())
+		var b [4]byte
+		rand.Read(b[:])
+		c.holder = fmt.Sprintf("%s:pid=%d:%x", h, os.Getpid(), b)
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -177,13 +184,15 @@ type grant struct {
 	done    chan struct{}
 }
 
-// begin records a new grant.
-func (g *grant) begin(tok Token) {
+// begin records a new grant; its goroutine (renewal, watch) must stop
+// when stop is closed and close done when it ends.
+func (g *grant) begin(tok Token) (stop, done chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.held, g.token, g.lostErr, g.renewed = true, tok, nil, time.Now()
 	g.lostCh = make(chan struct{})
 	g.stop, g.done = make(chan struct{}), make(chan struct{})
+	return g.stop, g.done
 }
 
 // lostChan is the channel of the current (or last) grant; nil before any.
@@ -255,9 +264,10 @@ func (g *grant) end() (wasHeld bool, lostErr error) {
 // successful renewal for a whole ttl, ends the grant as lost.  Measured
 // on the monotonic clock, so a process frozen past its TTL counts itself
 // lost the moment it runs again.
-func (g *grant) renewLoop(ttl time.Duration, logger *slog.Logger, what, name string,
+func (g *grant) renewLoop(stop, done chan struct{}, ttl time.Duration, logger *slog.Logger, what, name string,
 	renew func(ctx context.Context) (bool, error)) {
-	defer close(g.done)
+	defer close(done)
+	lostCh := g.lostChan()
 	every := ttl / 3
 	if every < 10*time.Millisecond {
 		every = 10 * time.Millisecond
@@ -266,9 +276,9 @@ func (g *grant) renewLoop(ttl time.Duration, logger *slog.Logger, what, name str
 	defer tick.Stop()
 	for {
 		select {
-		case <-g.stop:
+		case <-stop:
 			return
-		case <-g.lostChan():
+		case <-lostCh:
 			return
 		case <-tick.C:
 		}
@@ -282,7 +292,7 @@ func (g *grant) renewLoop(ttl time.Duration, logger *slog.Logger, what, name str
 		ok, err := renew(ctx)
 		cancel()
 		select {
-		case <-g.stop: // released meanwhile: its answer means nothing
+		case <-stop: // released meanwhile: its answer means nothing
 			return
 		default:
 		}

@@ -109,8 +109,8 @@ func (s *ZooKeeperSource) acquire(ctx context.Context, try bool) (Token, error) 
 	s.mu.Lock()
 	s.conn, s.node, s.gen = conn, node, gen
 	s.mu.Unlock()
-	s.g.begin(tok)
-	go s.watch(conn, node, expired)
+	stop, done := s.g.begin(tok)
+	go s.watch(conn, node, expired, stop, done)
 	return tok, nil
 }
 
@@ -197,10 +197,7 @@ func (s *ZooKeeperSource) set(conn *zk.Conn, node string, gen int32) (Token, err
 
 // watch ends the grant as lost when the node is deleted or the session
 // expires before a release.
-func (s *ZooKeeperSource) watch(conn *zk.Conn, node string, expired chan struct{}) {
-	s.g.mu.Lock()
-	stop, done := s.g.stop, s.g.done
-	s.g.mu.Unlock()
+func (s *ZooKeeperSource) watch(conn *zk.Conn, node string, expired, stop, done chan struct{}) {
 	defer close(done)
 	for {
 		exists, _, ch, err := conn.ExistsW(node)
