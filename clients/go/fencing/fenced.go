@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -240,12 +242,38 @@ func fencedOnConn(ctx context.Context, conn *pgx.Conn, source TokenSource, fn fu
 		defer func() { done(tok, committed, lostLease) }()
 	}
 
+	// On a connection that keeps prepared statements (pgx's default
+	// mode) the three are prepared once per connection and then only
+	// bound; otherwise (PgBouncer in transaction mode: ForPgBouncer) they
+	// go unnamed, parsed each time, and nothing outlives the transaction.
+	names := [3]string{}
+	if conn.Config().DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		for i, q := range [3]string{beginSQL(o.iso), leftoverSQL, stmt} {
+			if q == "" {
+				continue
+			}
+			sd, err := conn.Prepare(ctx, "fencing_"+strconv.Itoa(len(q))+"_"+strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(q))), 16), q)
+			if err != nil {
+				abort(ctx, conn)
+				return tok, err
+			}
+			names[i] = sd.Name
+		}
+	}
 	pc := conn.PgConn()
 	p := pc.StartPipeline(ctx)
-	p.SendQueryParams(beginSQL(o.iso), nil, nil, nil, nil)
-	p.SendQueryParams(leftoverSQL, nil, nil, nil, nil)
-	if stmt != "" {
-		p.SendQueryParams(stmt, params, nil, nil, nil)
+	for i, q := range [3]string{beginSQL(o.iso), leftoverSQL, stmt} {
+		var ps [][]byte
+		if i == 2 {
+			ps = params
+		}
+		switch {
+		case q == "":
+		case names[i] != "":
+			p.SendQueryPrepared(names[i], ps, nil, nil)
+		default:
+			p.SendQueryParams(q, ps, nil, nil, nil)
+		}
 	}
 	var values []*string // the one value of each SELECT
 	var first error
