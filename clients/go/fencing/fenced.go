@@ -195,7 +195,7 @@ func withConn(ctx context.Context, db Beginner, o *options, onConn func(*pgx.Con
 }
 
 const (
-	setTokenSQL     = "SELECT fencing.set_token($1)::text"
+	setTokenSQL     = "SELECT fencing.set_token($1)"
 	leftoverSQL     = "SELECT pg_catalog.current_setting('fencing.token', true)"
 	resetLeftover   = "RESET fencing.token"
 	leaseNextFailed = "SF002" // set_token(NULL): lease_next found the lease not held

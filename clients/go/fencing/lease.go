@@ -133,7 +133,7 @@ func (s *LeaseSource) inTx() (string, [][]byte, func(tok Token, committed, lostL
 			s.g.markLost(s.cfg.logger, "lease", s.name, lost("lease %s: expired, released or taken over", s.name))
 		}
 	}
-	return "SELECT fencing.set_token(fencing.lease_next($1, $2, $3))::text",
+	return "SELECT fencing.set_token(fencing.lease_next($1, $2, $3))",
 		[][]byte{[]byte(s.name), []byte(cur.String()), []byte(interval(s.ttl))}, done, nil
 }
 
