@@ -91,7 +91,7 @@ my %testenv = (
 	FENCING_ZK         => $svc->{zk},
 	FENCING_REDIS      => "127.0.0.1:$svc->{redis_port}",
 	FENCING_PGBOUNCER  => "host=127.0.0.1 port=$svc->{pgbouncer_port} dbname=client_go user=postgres",
-	FENCING_WORKER_BIN => "$bin/worker",
+	FENCING_WORKER_BIN => "$bin/testworker",
 	FENCING_GO_STRICT  => 1,
 	($storm ? (FENCING_GO_STORM => 1) : ()));
 
@@ -157,6 +157,22 @@ my ($b1, $t1) = $q1 =~ /^alice: balance (\d+), last written with token (\S+)$/;
 my ($b2, $t2) = $q2 =~ /^alice: balance (\d+), last written with token (\S+)$/;
 ok(defined $t1 && defined $t2 && $b1 == 70 && $b2 == 40 && $bal eq "40 $t2" && $t1 ne $t2,
 	'the quickstart runs as written, twice (tables created if missing; three transactions under one lease each time, each with a new token)');
+
+# the README's second example is the Redis worker, and runs as written
+my @blocks = slurp_file("$godir/README.md") =~ /^```go\n(.*?)^```$/msg;
+is($blocks[1], slurp_file("$godir/examples/worker/main.go"),
+	"the README's second example is examples/worker/main.go");
+$node->safe_psql('postgres', 'CREATE DATABASE client_go_worker');
+my %wenv = (%testenv, PGDATABASE => 'client_go_worker', REDIS_ADDR => "127.0.0.1:$svc->{redis_port}");
+my ($w1st, $w1) = run(cmd => ["$bin/worker"], dir => $tmp, env => \%wenv, timeout => 120);
+my ($w2st, $w2) = run(cmd => ["$bin/worker"], dir => $tmp, env => \%wenv, timeout => 120);
+chomp($w1, $w2);
+note "worker, first run: $w1";
+note "worker, second run: $w2";
+my ($n1, $k1) = $w1 =~ /^acct-1: (\d+) entries, the last with token (\S+)$/m;
+my ($n2, $k2) = $w2 =~ /^acct-1: (\d+) entries, the last with token (\S+)$/m;
+ok($w1st == 0 && $w2st == 0 && defined $n1 && defined $n2 && $n1 == 10 && $n2 == 20 && $k1 ne $k2,
+	'the Redis worker runs as written, twice: ten transactions under one lock each time, strict, none refused');
 
 # the benchmark: the library against the same by hand
 ($st, $out) = run(cmd => [ "$bin/bench", '-n', '1500' ], dir => $tmp, env => \%testenv, timeout => 300);

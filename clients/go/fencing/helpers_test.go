@@ -7,7 +7,7 @@ package fencing_test
 // through PgBouncer in transaction mode).  A test whose service is not
 // given is skipped, unless FENCING_GO_STRICT=1 (as the suite sets it):
 // then it fails.  FENCING_WORKER_BIN is the worker binary
-// (internal/worker; built into a temporary directory when not given).
+// (internal/testworker; built into a temporary directory when not given).
 
 import (
 	"bufio"
@@ -37,8 +37,8 @@ func TestMain(m *testing.M) {
 	var tmp string
 	if workerBin == "" {
 		tmp, _ = os.MkdirTemp("", "fencing-worker")
-		workerBin = filepath.Join(tmp, "worker")
-		out, err := exec.Command("go", "build", "-o", workerBin, "./internal/worker").CombinedOutput()
+		workerBin = filepath.Join(tmp, "testworker")
+		out, err := exec.Command("go", "build", "-o", workerBin, "./internal/testworker").CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "building the worker: %v\n%s", err, out)
 			os.Exit(2)

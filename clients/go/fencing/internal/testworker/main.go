@@ -1,8 +1,8 @@
-// worker: a process that holds a lock through the fencing Go client and
+// testworker: a process that holds a lock through the fencing Go client and
 // writes with its tokens on command, for the tests that freeze it
 // (SIGSTOP) past its lock's TTL.
 //
-//	worker -source etcd|zookeeper|redis|lease -lock NAME -table T \
+//	testworker -source etcd|zookeeper|redis|lease -lock NAME -table T \
 //	    [-etcd URL] [-zk HOST:PORT,...] [-redis HOST:PORT] [-ttl 2s] \
 //	    [-fence TABLE:KEY]
 //
@@ -162,7 +162,7 @@ func main() {
 }
 
 func die(err error) {
-	fmt.Fprintln(os.Stderr, "worker:", err)
+	fmt.Fprintln(os.Stderr, "testworker:", err)
 	os.Exit(1)
 }
 
