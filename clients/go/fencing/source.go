@@ -180,6 +180,7 @@ type grant struct {
 	lostCh  chan struct{}
 	lostErr error
 	renewed time.Time // the last time the lock service confirmed the lock
+	frozen  time.Time // tests: the renewal does nothing until then, as in a process paused
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -281,6 +282,12 @@ func (g *grant) renewLoop(stop, done chan struct{}, ttl time.Duration, logger *s
 		case <-lostCh:
 			return
 		case <-tick.C:
+		}
+		g.mu.Lock()
+		frozen := time.Now().Before(g.frozen)
+		g.mu.Unlock()
+		if frozen {
+			continue
 		}
 		since := time.Since(g.lastRenewed())
 		if since > ttl {

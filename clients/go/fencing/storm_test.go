@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand"
 	"os"
 	"strconv"
@@ -24,12 +26,13 @@ func envInt(name string, def int) int {
 }
 
 // TestStormLease: FENCING_GO_STORM_WORKERS (20) goroutines, each with a
-// lease source of 300 ms on one lease, make FENCING_GO_STORM_WRITES (500)
+// lease source of 300 ms on one lease, make FENCING_GO_STORM_WRITES (250)
 // fenced writes each to one row of a strict table (each transaction a new
 // token from its source, RunFenced's default).  A worker without the lock
 // tries to take it (TryAcquire); one with it writes, sometimes releases
 // it, and sometimes pauses past the TTL inside its transaction, after its
-// token was bound and before its UPDATE.  Each accepted write appends its
+// token was bound and before its UPDATE, its source's renewal frozen as a
+// paused process's is.  Each accepted write appends its
 // token to a ledger, numbered under the row's lock (so in commit order).
 // Then: no accepted token is below one accepted before it (zero stale
 // writes accepted), the ledger holds exactly the writes the workers saw
@@ -48,7 +51,7 @@ func storm(t *testing.T, source string) {
 		t.Skip("FENCING_GO_STORM is not 1")
 	}
 	workers := envInt("FENCING_GO_STORM_WORKERS", 20)
-	writes := envInt("FENCING_GO_STORM_WRITES", 500)
+	writes := envInt("FENCING_GO_STORM_WRITES", 250)
 	const ttl = 300 * time.Millisecond
 	pool := pgPool(t, int32(workers))
 	ctx := context.Background()
@@ -63,11 +66,12 @@ func storm(t *testing.T, source string) {
 		t.Fatal(err)
 	}
 	rc := redisClientOpt(t, source == "redis")
+	quiet := fencing.WithSourceLogger(slog.New(slog.NewTextHandler(io.Discard, nil))) // hundreds of lost locks
 	newSource := func(i int) fencing.TokenSource {
 		if source == "redis" {
-			return fencing.NewRedisSource(pool, rc, lock, ttl)
+			return fencing.NewRedisSource(pool, rc, lock, ttl, quiet)
 		}
-		return fencing.NewLeaseSource(pool, lock, ttl, fencing.WithHolder(fmt.Sprint("w", i)))
+		return fencing.NewLeaseSource(pool, lock, ttl, fencing.WithHolder(fmt.Sprint("w", i)), quiet)
 	}
 
 	var accepted, noLock, pauses, acquired, lockLost int64
@@ -113,9 +117,11 @@ func storm(t *testing.T, source string) {
 						return err
 					}
 					tok, _ = fencing.ParseToken(s)
-					if pause { // past the TTL, between the token and the write
+					if pause { // past the TTL, between the token and the write, renewal frozen too
 						atomic.AddInt64(&pauses, 1)
-						time.Sleep(ttl + time.Duration(50+rnd.Intn(100))*time.Millisecond)
+						d := ttl + time.Duration(50+rnd.Intn(100))*time.Millisecond
+						fencing.FreezeRenewal(src, d)
+						time.Sleep(d)
 					}
 					var n int64
 					if err := tx.QueryRow(ctx, "UPDATE "+tbl+" SET balance = balance + 1 WHERE id = 'a' RETURNING balance").Scan(&n); err != nil {
