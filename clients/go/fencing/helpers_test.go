@@ -6,8 +6,8 @@ package fencing_test
 // FENCING_REDIS (host:port), FENCING_PGBOUNCER (a connection string
 // through PgBouncer in transaction mode).  A test whose service is not
 // given is skipped, unless FENCING_GO_STRICT=1 (as the suite sets it):
-// then it fails.  FENCING_WORKER_BIN is the fencing-worker binary (built
-// into a temporary directory when not given).
+// then it fails.  FENCING_WORKER_BIN is the worker binary
+// (internal/testworker; built into a temporary directory when not given).
 
 import (
 	"bufio"
@@ -18,13 +18,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	fencing "github.com/fencing-pg/fencing/clients/go"
-	"github.com/jackc/pgx/v4/pgxpool"
+	fencing "github.com/fencing-pg/fencing/clients/go/fencing"
+	"github.com/go-zookeeper/zk"
+	"github.com/redis/go-redis/v9"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var workerBin string
@@ -34,11 +37,10 @@ func TestMain(m *testing.M) {
 	var tmp string
 	if workerBin == "" {
 		tmp, _ = os.MkdirTemp("", "fencing-worker")
-		workerBin = filepath.Join(tmp, "fencing-worker")
-		out, err := exec.Command("go", "build", "-o", workerBin,
-			"github.com/fencing-pg/fencing/clients/go/cmd/fencing-worker").CombinedOutput()
+		workerBin = filepath.Join(tmp, "testworker")
+		out, err := exec.Command("go", "build", "-o", workerBin, "./internal/testworker").CombinedOutput()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "building fencing-worker: %v\n%s", err, out)
+			fmt.Fprintf(os.Stderr, "building the worker: %v\n%s", err, out)
 			os.Exit(2)
 		}
 	}
@@ -83,7 +85,7 @@ func newPool(t *testing.T, connString string, maxConns int32) *pgxpool.Pool {
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	pool, err := pgxpool.ConnectConfig(context.Background(), cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,14 +111,14 @@ func pgPool(t *testing.T, maxConns int32) *pgxpool.Pool {
 	return pool
 }
 
-// accounts makes a table (id, balance, fence) with the row 'a', protected
-// with protectArgs after the table's name.
+// accounts makes a table (id, balance, fence) with the rows 'a' and 'b',
+// protected with protectArgs after the table's name.
 func accounts(t *testing.T, pool *pgxpool.Pool, protectArgs string) string {
 	t.Helper()
 	tbl := name("acc")
 	_, err := pool.Exec(context.Background(), fmt.Sprintf(`
 		CREATE TABLE %[1]s (id text PRIMARY KEY, balance bigint NOT NULL, fence fencing.fence);
-		INSERT INTO %[1]s VALUES ('a', 0, NULL);
+		INSERT INTO %[1]s VALUES ('a', 0, NULL), ('b', 0, NULL);
 		SELECT fencing.protect('%[1]s'%[2]s);`, tbl, protectArgs))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +228,7 @@ func (w *worker) do(line string) string {
 	return ans
 }
 
-// token: acquire (or try) and parse "token E:C".
+// token: acquire and parse "token E:C".
 func (w *worker) token(cmd string) fencing.Token {
 	w.t.Helper()
 	ans := w.do(cmd)
@@ -242,3 +244,56 @@ func (w *worker) token(cmd string) fencing.Token {
 
 func (w *worker) freeze() { syscall.Kill(-w.cmd.Process.Pid, syscall.SIGSTOP) }
 func (w *worker) thaw()   { syscall.Kill(-w.cmd.Process.Pid, syscall.SIGCONT) }
+
+// lockedWriter makes a writer safe for the goroutines of a logger.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// zkDeleteChildren deletes the lock nodes under path (another client
+// breaking the lock).
+func zkDeleteChildren(t *testing.T, path string) {
+	t.Helper()
+	conn, _, err := zk.Connect(strings.Split(need(t, "FENCING_ZK"), ","), 5*time.Second, zk.WithLogInfo(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	children, _, err := conn.Children(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range children {
+		if err := conn.Delete(path+"/"+c, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func rowOf(t *testing.T, pool *pgxpool.Pool, tbl, id string) (int64, string) {
+	t.Helper()
+	var bal int64
+	var fence *string
+	if err := pool.QueryRow(context.Background(), "SELECT balance, fence::text FROM "+tbl+" WHERE id = $1", id).Scan(&bal, &fence); err != nil {
+		t.Fatal(err)
+	}
+	if fence == nil {
+		return bal, ""
+	}
+	return bal, *fence
+}
+
+// redisClientOpt is redisClient when want, else nil.
+func redisClientOpt(t *testing.T, want bool) *redis.Client {
+	if !want {
+		return nil
+	}
+	return redisClient(t)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand"
 	"os"
 	"strconv"
@@ -12,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	fencing "github.com/fencing-pg/fencing/clients/go"
-	"github.com/jackc/pgx/v4"
+	fencing "github.com/fencing-pg/fencing/clients/go/fencing"
+	"github.com/jackc/pgx/v5"
 )
 
 func envInt(name string, def int) int {
@@ -23,22 +25,22 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// TestStormLease: FENCING_GO_STORM_WORKERS (20) goroutines each make
-// FENCING_GO_STORM_WRITES (500) fenced writes to one row, with tokens of
-// one lease of 300 ms (the table protected with lease => it).  A worker without the lock tries to take
-// it; one with it writes, sometimes gives it up, and sometimes pauses past
-// the TTL and then goes on writing with its old token; a worker that lost
-// the lock writes with its old token until it is refused.  Each accepted
-// write also appends its token to a ledger, numbered under the row's lock
-// (so in commit order).  Then: no accepted token is below one accepted
-// before it (zero stale writes accepted), the ledger holds exactly the
-// writes the workers saw accepted, every refusal is an SF001 of a known
-// reason, and no pooled connection carries a token.  Runs when
-// FENCING_GO_STORM=1.
+// TestStormLease: FENCING_GO_STORM_WORKERS (20) goroutines, each with a
+// lease source of 300 ms on one lease, make FENCING_GO_STORM_WRITES (250)
+// fenced writes each to one row of a strict table (each transaction a new
+// token from its source, RunFenced's default).  A worker without the lock
+// tries to take it (TryAcquire); one with it writes, sometimes releases
+// it, and sometimes pauses past the TTL inside its transaction, after its
+// token was bound and before its UPDATE, its source's renewal frozen as a
+// paused process's is.  Each accepted write appends its
+// token to a ledger, numbered under the row's lock (so in commit order).
+// Then: no accepted token is below one accepted before it (zero stale
+// writes accepted), the ledger holds exactly the writes the workers saw
+// accepted, every refusal is an SF001 of a known reason or a lost lock,
+// and no pooled connection carries a token.  Runs when FENCING_GO_STORM=1.
 func TestStormLease(t *testing.T) { storm(t, "lease") }
 
-// TestStormRedis: the same with a Redis lock of 300 ms (tables protected
-// without a lease: every refusal is stale_token).
+// TestStormRedis: the same with a Redis lock of 300 ms.
 func TestStormRedis(t *testing.T) {
 	need(t, "FENCING_REDIS")
 	storm(t, "redis")
@@ -49,12 +51,12 @@ func storm(t *testing.T, source string) {
 		t.Skip("FENCING_GO_STORM is not 1")
 	}
 	workers := envInt("FENCING_GO_STORM_WORKERS", 20)
-	writes := envInt("FENCING_GO_STORM_WRITES", 500)
+	writes := envInt("FENCING_GO_STORM_WRITES", 250)
 	const ttl = 300 * time.Millisecond
 	pool := pgPool(t, int32(workers))
 	ctx := context.Background()
 	lock := name("storm")
-	protect := ", strict => false"
+	protect := ""
 	if source == "lease" {
 		protect += fmt.Sprintf(", lease => '%s'", lock)
 	}
@@ -63,14 +65,16 @@ func storm(t *testing.T, source string) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+ledger+" (n bigint PRIMARY KEY, token fencing.fence NOT NULL, worker int NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	newSource := func(i int) fencing.Source {
+	rc := redisClientOpt(t, source == "redis")
+	quiet := fencing.WithSourceLogger(slog.New(slog.NewTextHandler(io.Discard, nil))) // hundreds of lost locks
+	newSource := func(i int) fencing.TokenSource {
 		if source == "redis" {
-			return fencing.NewRedisSource(redisPool(t), lock, ttl, nil)
+			return fencing.NewRedisSource(pool, rc, lock, ttl, quiet)
 		}
-		return fencing.NewLeaseSource(pool, lock, fmt.Sprint("w", i), ttl)
+		return fencing.NewLeaseSource(pool, lock, ttl, fencing.WithHolder(fmt.Sprint("w", i)), quiet)
 	}
 
-	var accepted, noLock, pauses, acquired int64
+	var accepted, noLock, pauses, acquired, lockLost int64
 	var mu sync.Mutex
 	refused := map[fencing.Reason]int64{}
 	var unexpected []string
@@ -85,21 +89,18 @@ func storm(t *testing.T, source string) {
 			defer wg.Done()
 			rnd := rand.New(rand.NewSource(int64(i) + time.Now().UnixNano()))
 			src := newSource(i)
-			var tok fencing.Token
 			held := false
 			for w := 0; w < writes && time.Now().Before(deadline); {
 				if !held {
-					t2, err := src.Acquire(ctx)
+					_, err := src.TryAcquire(ctx)
 					switch {
 					case err == nil:
-						tok, held = t2, true
+						held = true
 						atomic.AddInt64(&acquired, 1)
 					case errors.Is(err, fencing.ErrNotAcquired):
-						if tok.IsZero() { // never held: nothing to write with yet
-							atomic.AddInt64(&noLock, 1)
-							time.Sleep(time.Duration(1+rnd.Intn(3)) * time.Millisecond)
-							continue
-						}
+						atomic.AddInt64(&noLock, 1)
+						time.Sleep(time.Duration(1+rnd.Intn(3)) * time.Millisecond)
+						continue
 					default:
 						mu.Lock()
 						unexpected = append(unexpected, "acquire: "+err.Error())
@@ -107,24 +108,33 @@ func storm(t *testing.T, source string) {
 						return
 					}
 				}
-				if held && rnd.Intn(100) < 2 { // a pause past the TTL
-					atomic.AddInt64(&pauses, 1)
-					time.Sleep(ttl + time.Duration(50+rnd.Intn(100))*time.Millisecond)
-				}
 				w++
-				err := fencing.RunFenced(ctx, pool, tok, func(tx pgx.Tx) error {
+				pause := rnd.Intn(100) < 2
+				var tok fencing.Token
+				err := fencing.RunFenced(ctx, pool, src, func(tx pgx.Tx) error {
+					var s string
+					if err := tx.QueryRow(ctx, "SELECT current_setting('fencing.token')").Scan(&s); err != nil {
+						return err
+					}
+					tok, _ = fencing.ParseToken(s)
+					if pause { // past the TTL, between the token and the write, renewal frozen too
+						atomic.AddInt64(&pauses, 1)
+						d := ttl + time.Duration(50+rnd.Intn(100))*time.Millisecond
+						fencing.FreezeRenewal(src, d)
+						time.Sleep(d)
+					}
 					var n int64
 					if err := tx.QueryRow(ctx, "UPDATE "+tbl+" SET balance = balance + 1 WHERE id = 'a' RETURNING balance").Scan(&n); err != nil {
 						return err
 					}
-					_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" VALUES ($1, $2::text::fencing.fence, $3)", n, tok.String(), i)
+					_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" VALUES ($1, $2, $3)", n, tok.String(), i)
 					return err
 				})
 				var fo *fencing.FencedOutError
 				switch {
 				case err == nil:
 					atomic.AddInt64(&accepted, 1)
-					if held && rnd.Intn(100) < 5 {
+					if rnd.Intn(100) < 5 {
 						src.Release(ctx)
 						held = false
 					}
@@ -132,7 +142,12 @@ func storm(t *testing.T, source string) {
 					mu.Lock()
 					refused[fo.Reason]++
 					mu.Unlock()
-					held = false // lost: re-acquire (or write with the old token until then)
+					src.Release(ctx)
+					held = false
+				case errors.Is(err, fencing.ErrLockLost):
+					atomic.AddInt64(&lockLost, 1)
+					src.Release(ctx)
+					held = false
 				default:
 					mu.Lock()
 					unexpected = append(unexpected, err.Error())
@@ -141,6 +156,9 @@ func storm(t *testing.T, source string) {
 				if !held {
 					time.Sleep(time.Duration(rnd.Intn(2)) * time.Millisecond)
 				}
+			}
+			if held {
+				src.Release(ctx)
 			}
 		}(i)
 	}
@@ -167,17 +185,20 @@ func storm(t *testing.T, source string) {
 	for _, n := range refused {
 		nRefused += n
 	}
-	fmt.Printf("STORM: source %s, %d workers x %d writes in %.1fs: %d accepted, %d refused (stale_token %d, lease_expired %d, token_already_used %d, claim_taken_over %d), %d unexpected errors; %d grants, %d pauses past the TTL; %d stale writes accepted; %d of %d pooled connections with a token\n",
+	fmt.Printf("STORM: source %s, strict, %d workers x %d writes in %.1fs: %d accepted, %d refused (stale_token %d, lease_expired %d, token_already_used %d, claim_taken_over %d), %d lock lost before writing, %d unexpected errors; %d grants, %d pauses past the TTL; %d stale writes accepted; %d of %d pooled connections with a token\n",
 		source, workers, writes, elapsed.Seconds(), accepted, nRefused, refused[fencing.StaleToken], refused[fencing.LeaseExpired],
-		refused[fencing.TokenAlreadyUsed], refused[fencing.ClaimTakenOver], len(unexpected), acquired, pauses, staleAccepted, withToken, len(conns))
+		refused[fencing.TokenAlreadyUsed], refused[fencing.ClaimTakenOver], lockLost, len(unexpected), acquired, pauses, staleAccepted, withToken, len(conns))
 	if len(unexpected) > 0 {
 		t.Errorf("unexpected errors (%d), first: %s", len(unexpected), unexpected[0])
 	}
 	if time.Now().After(deadline) {
 		t.Errorf("the storm ran out of time (%.0fs)", elapsed.Seconds())
 	}
-	if accepted+nRefused != int64(workers*writes) {
-		t.Errorf("%d accepted + %d refused != %d writes", accepted, nRefused, workers*writes)
+	if accepted+nRefused+lockLost != int64(workers*writes) {
+		t.Errorf("%d accepted + %d refused + %d lost != %d writes", accepted, nRefused, lockLost, workers*writes)
+	}
+	if refused[fencing.TokenAlreadyUsed] != 0 {
+		t.Errorf("%d transactions refused as token_already_used: one grant, many transactions failed", refused[fencing.TokenAlreadyUsed])
 	}
 	if staleAccepted != 0 {
 		t.Errorf("%d stale writes accepted", staleAccepted)
