@@ -76,10 +76,11 @@ func WithSeparateBegin() Option { return func(o *options) { o.separateBegin = tr
 // slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// RunFenced runs fn in a fenced transaction: BEGIN, a new token from
-// source bound with fencing.set_token($1) (both in one round trip), fn,
-// COMMIT.  With a lock (LeaseSource, EtcdSource, ZooKeeperSource,
-// RedisSource) every transaction takes source.NextToken(), so a holder
+// RunFenced runs fn in a fenced transaction: a new token from source
+// (taken before the transaction and before a pooled connection), then
+// BEGIN and fencing.set_token($1) in one round trip, fn, COMMIT.  With a
+// lock (LeaseSource, EtcdSource, ZooKeeperSource, RedisSource) every
+// transaction takes source.NextToken(), so a holder
 // writes as many transactions as it likes under one lock on strict tables
 // and each proves the lock is still held (ErrLockLost when it is not);
 // with a StaticToken it uses that token.
@@ -97,17 +98,21 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func RunFenced(ctx context.Context, db Beginner, source TokenSource, fn func(pgx.Tx) error, opts ...Option) error {
 	o := collect(opts)
 	return retry(ctx, &o, func() (Token, error) {
-		var tok Token
-		err := withConn(ctx, db, &o, func(conn *pgx.Conn) error {
-			var err error
-			tok, err = fencedOnConn(ctx, conn, source, fn, &o)
-			return err
+		// the token first, before a connection is taken from the pool:
+		// a lease's lease_next is a statement of its own on the source's
+		// database (never inside the transaction, where it would keep the
+		// lease's row locked: a holder paused in it would keep the next
+		// holder from taking the lease), and a pool with every connection
+		// in a RunFenced waiting for that statement would wait forever
+		tok, err := source.NextToken(ctx)
+		if err != nil {
+			return tok, err
+		}
+		return tok, withConn(ctx, db, &o, func(conn *pgx.Conn) error {
+			return fencedOnConn(ctx, conn, &tok, fn, &o)
 		}, func(b Beginner) error {
-			var err error
-			tok, err = fencedOnBeginner(ctx, b, source, fn, &o)
-			return err
+			return fencedOnBeginner(ctx, b, tok, fn)
 		})
-		return tok, err
 	})
 }
 
@@ -148,8 +153,7 @@ func RunFencedMany(ctx context.Context, db Beginner, sources map[string]TokenSou
 		}
 		run := func(tx pgx.Tx) error { return fn(tx, tokens) }
 		err := withConn(ctx, db, &o, func(conn *pgx.Conn) error {
-			_, err := fencedOnConn(ctx, conn, nil, run, &o)
-			return err
+			return fencedOnConn(ctx, conn, nil, run, &o)
 		}, func(b Beginner) error {
 			return pgx.BeginFunc(ctx, b, run)
 		})
@@ -195,10 +199,9 @@ func withConn(ctx context.Context, db Beginner, o *options, onConn func(*pgx.Con
 }
 
 const (
-	setTokenSQL     = "SELECT fencing.set_token($1)"
-	leftoverSQL     = "SELECT pg_catalog.current_setting('fencing.token', true)"
-	resetLeftover   = "RESET fencing.token"
-	leaseNextFailed = "SF002" // set_token(NULL): lease_next found the lease not held
+	setTokenSQL   = "SELECT fencing.set_token($1)"
+	leftoverSQL   = "SELECT pg_catalog.current_setting('fencing.token', true)"
+	resetLeftover = "RESET fencing.token"
 )
 
 func beginSQL(iso pgx.TxIsoLevel) string {
@@ -208,38 +211,15 @@ func beginSQL(iso pgx.TxIsoLevel) string {
 	return "BEGIN ISOLATION LEVEL " + string(iso)
 }
 
-// tokenStatement is the statement that binds the transaction's token:
-// lease_next inside set_token for a lease, set_token of NextToken's
-// token for the other sources.  done (lease only) is called with the
-// outcome.
-func tokenStatement(ctx context.Context, source TokenSource) (sql string, params [][]byte, tok Token, done func(Token, bool, bool), err error) {
-	if ls, ok := source.(*LeaseSource); ok {
-		sql, params, done, err = ls.inTx()
-		return sql, params, Token{}, done, err
-	}
-	tok, err = source.NextToken(ctx)
-	if err != nil {
-		return "", nil, Token{}, nil, err
-	}
-	return setTokenSQL, [][]byte{[]byte(tok.String())}, tok, nil, nil
-}
-
 // fencedOnConn is one try on conn: in one round trip (pgconn's pipeline)
 // BEGIN, the check for a session-level token left on the connection, and
-// the statement that binds the token (none when source is nil); then fn
-// and COMMIT.  It returns the token the transaction wrote with.
-func fencedOnConn(ctx context.Context, conn *pgx.Conn, source TokenSource, fn func(pgx.Tx) error, o *options) (tok Token, err error) {
+// the statement that binds the token (none when tok is nil); then fn and
+// COMMIT.
+func fencedOnConn(ctx context.Context, conn *pgx.Conn, tok *Token, fn func(pgx.Tx) error, o *options) error {
 	var stmt string
 	var params [][]byte
-	var done func(Token, bool, bool)
-	if source != nil {
-		if stmt, params, tok, done, err = tokenStatement(ctx, source); err != nil {
-			return tok, err
-		}
-	}
-	committed, lostLease := false, false
-	if done != nil {
-		defer func() { done(tok, committed, lostLease) }()
+	if tok != nil {
+		stmt, params = setTokenSQL, [][]byte{[]byte(tok.String())}
 	}
 
 	// On a connection that keeps prepared statements (pgx's default
@@ -255,7 +235,7 @@ func fencedOnConn(ctx context.Context, conn *pgx.Conn, source TokenSource, fn fu
 			sd, err := conn.Prepare(ctx, "fencing_"+strconv.Itoa(len(q))+"_"+strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(q))), 16), q)
 			if err != nil {
 				abort(ctx, conn)
-				return tok, err
+				return err
 			}
 			names[i] = sd.Name
 		}
@@ -309,22 +289,11 @@ func fencedOnConn(ctx context.Context, conn *pgx.Conn, source TokenSource, fn fu
 	}
 	if first != nil {
 		abort(ctx, conn)
-		var pgErr *pgconn.PgError
-		if done != nil && errors.As(first, &pgErr) && pgErr.Code == leaseNextFailed {
-			lostLease = true
-			return tok, lost("lease: expired, released or taken over (lease_next gave no token)")
-		}
-		return tok, first
+		return first
 	}
-	if stmt != "" {
-		if len(values) != 2 || values[1] == nil {
-			abort(ctx, conn)
-			return tok, errors.New("fencing: set_token returned no token")
-		}
-		if tok, err = ParseToken(*values[1]); err != nil {
-			abort(ctx, conn)
-			return tok, err
-		}
+	if stmt != "" && (len(values) != 2 || values[1] == nil) {
+		abort(ctx, conn)
+		return errors.New("fencing: set_token returned no token")
 	}
 	if len(values) > 0 && values[0] != nil && *values[0] != "" {
 		// a session-level token left on this connection by other code:
@@ -334,12 +303,12 @@ func fencedOnConn(ctx context.Context, conn *pgx.Conn, source TokenSource, fn fu
 			"pid", pc.PID(), "token", *values[0])
 		if err := execParams(ctx, pc, resetLeftover); err != nil {
 			abort(ctx, conn)
-			return tok, err
+			return err
 		}
-		if stmt != "" {
+		if tok != nil {
 			if err := execParams(ctx, pc, setTokenSQL, []byte(tok.String())); err != nil {
 				abort(ctx, conn)
-				return tok, err
+				return err
 			}
 		}
 	}
@@ -347,59 +316,30 @@ func fencedOnConn(ctx context.Context, conn *pgx.Conn, source TokenSource, fn fu
 	tx := &fencedTx{conn: conn}
 	if err := fn(tx); err != nil {
 		tx.Rollback(ctx)
-		return tok, err
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return tok, err
+		return err
 	}
-	committed = true
-	return tok, nil
+	return nil
 }
 
 // fencedOnBeginner is one try with pgx's own transaction (WithSeparateBegin,
-// or a db that is not a pool or a connection): Begin, the token's
-// statement, fn, Commit.
-func fencedOnBeginner(ctx context.Context, db Beginner, source TokenSource, fn func(pgx.Tx) error, o *options) (tok Token, err error) {
-	stmt, params, tok, done, err := tokenStatement(ctx, source)
-	if err != nil {
-		return tok, err
-	}
-	committed, lostLease := false, false
-	if done != nil {
-		defer func() { done(tok, committed, lostLease) }()
-	}
+// or a db that is not a pool or a connection): Begin, set_token, fn,
+// Commit.
+func fencedOnBeginner(ctx context.Context, db Beginner, tok Token, fn func(pgx.Tx) error) error {
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return tok, err
+		return err
 	}
 	defer tx.Rollback(ctx) // nothing once committed
-	args := make([]any, len(params))
-	for i, p := range params {
-		args[i] = string(p)
-	}
-	var t *string
-	if err := tx.QueryRow(ctx, stmt, args...).Scan(&t); err != nil {
-		var pgErr *pgconn.PgError
-		if done != nil && errors.As(err, &pgErr) && pgErr.Code == leaseNextFailed {
-			lostLease = true
-			return tok, lost("lease: expired, released or taken over (lease_next gave no token)")
-		}
-		return tok, err
-	}
-	if t == nil {
-		return tok, errors.New("fencing: set_token returned no token")
-	}
-	if tok, err = ParseToken(*t); err != nil {
-		return tok, err
+	if _, err := tx.Exec(ctx, setTokenSQL, tok.String()); err != nil {
+		return err
 	}
 	if err := fn(tx); err != nil {
-		return tok, err
+		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return tok, err
-	}
-	committed = true
-	return tok, nil
+	return tx.Commit(ctx)
 }
 
 // execParams runs one statement with text parameters, unnamed (nothing

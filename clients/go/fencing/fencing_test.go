@@ -345,9 +345,7 @@ var pauseTTL = map[string]string{"lease": "500ms", "etcd": "2s", "zookeeper": "2
 // transaction, after its token was bound, past the TTL; B takes the lock
 // and writes; thawed, A's UPDATE is refused (stale_token), its Lost
 // channel closes, its next transaction gets no token (ErrLockLost) and a
-// write with its last token is refused.  (The lease: A is frozen between
-// transactions, because a transaction of a lease holder keeps the lease's
-// row locked until it ends.)
+// write with its last token is refused.
 func TestPause(t *testing.T) {
 	eachSource(t, func(t *testing.T, n string, _ newSource) {
 		pool := pgPool(t, 2)
@@ -359,11 +357,8 @@ func TestPause(t *testing.T) {
 		if ans := a.do("write a"); !strings.HasPrefix(ans, "ok ") {
 			t.Fatalf("A's first write: %s", ans)
 		}
-		inTx := n != "lease"
-		if inTx {
-			if ans := a.do("hold a"); !strings.HasPrefix(ans, "in ") {
-				t.Fatalf("A's hold: %s", ans)
-			}
+		if ans := a.do("hold a"); !strings.HasPrefix(ans, "in ") {
+			t.Fatalf("A's hold: %s", ans)
 		}
 		a.freeze()
 		t0 := time.Now()
@@ -373,10 +368,8 @@ func TestPause(t *testing.T) {
 			t.Fatalf("B's write: %s", ans)
 		}
 		a.thaw()
-		if inTx {
-			if ans := a.do("go"); ans != "refused stale_token" {
-				t.Fatalf("A's UPDATE after the pause: %s", ans)
-			}
+		if ans := a.do("go"); ans != "refused stale_token" {
+			t.Fatalf("A's UPDATE after the pause: %s", ans)
 		}
 		waitFor(t, "A's Lost channel", 10, func() bool { return a.do("status") == "lost" })
 		if ans := a.do("write a"); ans != "lost" {
@@ -391,6 +384,81 @@ func TestPause(t *testing.T) {
 	})
 }
 
+// A lease holder frozen between two statements of its own open fenced
+// transaction (its first UPDATE done, its second not yet sent) keeps no
+// row of the lease locked (RunFenced takes lease_next before BEGIN): once
+// its TTL ran out, B takes the lease while A is still frozen, and writes.
+// Thawed, A's second UPDATE is refused (the table is protected with the
+// lease: the lease has moved on), its whole transaction rolls back, its
+// Lost channel closes and its next transaction gets no token.
+func TestLeaseFrozenInTransaction(t *testing.T) {
+	pool := pgPool(t, 2)
+	ctx := context.Background()
+	lock := name("leasefrozen")
+	tbl := accounts(t, pool, ", lease => '"+lock+"'")
+	args := append(workerArgs(t, "lease", lock, "1s"), "-table", tbl)
+	a := startWorker(t, "A", args...)
+	b := startWorker(t, "B", args...)
+	ta := a.token("acquire")
+	if ans := a.do("hold a b"); !strings.HasPrefix(ans, "in ") {
+		t.Fatalf("A's hold (after its UPDATE of b): %s", ans)
+	}
+	a.freeze()
+	t0 := time.Now()
+	// lease_acquire would wait on the lease's row if A's transaction had
+	// locked it: B would then get the lease only after A thawed (never:
+	// A is thawed once B answered), and its Acquire end in an error
+	tb := b.token("acquire")
+	t.Logf("A frozen in its transaction with %s; B got the lease %.2fs later, token %s", ta, time.Since(t0).Seconds(), tb)
+	if !ta.Less(tb) {
+		t.Fatalf("B's token %s is not above A's %s", tb, ta)
+	}
+	var holder string
+	if err := pool.QueryRow(ctx, "SELECT holder FROM fencing.lease_status WHERE name = $1", lock).Scan(&holder); err != nil || holder != "B" {
+		t.Fatalf("the lease's holder: %q %v, want B", holder, err)
+	}
+	if ans := b.do("write a"); !strings.HasPrefix(ans, "ok ") {
+		t.Fatalf("B's write while A is frozen: %s", ans)
+	}
+	a.thaw()
+	if ans := a.do("go"); ans != "refused stale_token" {
+		t.Fatalf("A's second UPDATE after the pause: %s", ans)
+	}
+	if bal, _ := rowOf(t, pool, tbl, "b"); bal != 0 {
+		t.Fatalf("row b: balance %d, want 0 (A's transaction rolled back)", bal)
+	}
+	if bal, _ := rowOf(t, pool, tbl, "a"); bal != 1 {
+		t.Fatalf("row a: balance %d, want 1 (B's write)", bal)
+	}
+	waitFor(t, "A's Lost channel", 10, func() bool { return a.do("status") == "lost" })
+	if ans := a.do("write a"); ans != "lost" {
+		t.Fatalf("A's next transaction: %s", ans)
+	}
+}
+
+// RunFenced takes a lease's token (lease_next, on the source's pool)
+// before it takes a connection from the pool it runs in: with one pool
+// of one connection for both, transactions under the lease still run.
+func TestLeaseOnePooledConnection(t *testing.T) {
+	pool := pgPool(t, 1)
+	tbl := accounts(t, pool, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src := fencing.NewLeaseSource(pool, name("onepool"), 10*time.Second)
+	if _, err := src.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer src.Release(context.Background())
+	for i := 0; i < 3; i++ {
+		if err := fencing.RunFenced(ctx, pool, src, update(tbl, "a")); err != nil {
+			t.Fatalf("transaction %d under the lease on a pool of one connection: %v", i, err)
+		}
+	}
+	if bal, _ := row(t, pool, tbl); bal != 3 {
+		t.Fatalf("balance %d, want 3", bal)
+	}
+}
+
 // The first meter: B raises the fence of the key it will write when it
 // takes the lock (WithFences), so A, frozen with a token bound before B
 // took the lock, is refused although B has not written yet.
@@ -403,13 +471,8 @@ func TestFirstMeter(t *testing.T) {
 		a := startWorker(t, "A", args...)
 		b := startWorker(t, "B", args...)
 		a.token("acquire")
-		inTx := n != "lease"
-		if inTx {
-			if ans := a.do("hold a"); !strings.HasPrefix(ans, "in ") {
-				t.Fatalf("A's hold: %s", ans)
-			}
-		} else if ans := a.do("write b"); !strings.HasPrefix(ans, "ok ") {
-			t.Fatalf("A's write: %s", ans)
+		if ans := a.do("hold a"); !strings.HasPrefix(ans, "in ") {
+			t.Fatalf("A's hold: %s", ans)
 		}
 		a.freeze()
 		tb := b.token("acquire") // raises the fence of key a, writes nothing
@@ -422,13 +485,7 @@ func TestFirstMeter(t *testing.T) {
 		}
 		t.Logf("B took the lock with %s, the fence of key a: %s", tb, fence)
 		a.thaw()
-		ans := ""
-		if inTx {
-			ans = a.do("go")
-		} else {
-			ans = a.do("writeold a")
-		}
-		if ans != "refused stale_token" {
+		if ans := a.do("go"); ans != "refused stale_token" {
 			t.Fatalf("A's write to key a before B's first write: %s", ans)
 		}
 	})

@@ -2,7 +2,6 @@ package fencing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,18 +15,20 @@ import (
 // lease => name) so that a write is refused (ErrLeaseExpired) as soon as
 // the lease ran out, even before another holder wrote.
 //
-// RunFenced binds lease_next's token in the same round trip as BEGIN:
-// SELECT fencing.set_token(fencing.lease_next(name, token, ttl)).
+// RunFenced takes each transaction's token with NextToken, a statement of
+// its own before BEGIN (lease_next updates the lease's row, which a
+// transaction would keep locked until it ends: a holder paused inside it
+// would keep the next holder from taking the lease), then binds it with
+// BEGIN as it does for every source.
 type LeaseSource struct {
 	db   Querier
 	name string
 	ttl  time.Duration
 	cfg  sourceConfig
 	g    grant
-	// txMu orders the lease's calls that move its token: a renewal, a
-	// NextToken and a transaction's lease_next (held until it ends, as the
-	// lease's row is locked by it until then).
-	txMu sync.Mutex
+	// callMu orders the lease's calls that read and move its token: a
+	// renewal, a NextToken, the release.
+	callMu sync.Mutex
 }
 
 // NewLeaseSource is the lease name, held for ttl at a time (renewed in
@@ -73,8 +74,8 @@ func (s *LeaseSource) Acquire(ctx context.Context) (Token, error) {
 }
 
 func (s *LeaseSource) renew(ctx context.Context) (bool, error) {
-	s.txMu.Lock()
-	defer s.txMu.Unlock()
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
 	tok, err := s.g.current()
 	if err != nil {
 		return false, nil
@@ -89,8 +90,8 @@ func (s *LeaseSource) renew(ctx context.Context) (bool, error) {
 // renews it); ErrLockLost once the lease expired, was released or taken
 // over.
 func (s *LeaseSource) NextToken(ctx context.Context) (Token, error) {
-	s.txMu.Lock()
-	defer s.txMu.Unlock()
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
 	cur, err := s.g.current()
 	if err != nil {
 		return Token{}, err
@@ -113,30 +114,6 @@ func (s *LeaseSource) NextToken(ctx context.Context) (Token, error) {
 	return tok, nil
 }
 
-// inTx: the lease's part of a fenced transaction (RunFenced): the
-// statement that takes the next token and binds it, its parameters, and
-// the function to call with its outcome; the lease's calls wait until
-// then.
-func (s *LeaseSource) inTx() (string, [][]byte, func(tok Token, committed, lostLease bool), error) {
-	s.txMu.Lock()
-	cur, err := s.g.current()
-	if err != nil {
-		s.txMu.Unlock()
-		return "", nil, nil, err
-	}
-	done := func(tok Token, committed, lostLease bool) {
-		defer s.txMu.Unlock()
-		switch {
-		case committed:
-			s.g.setToken(tok, true)
-		case lostLease:
-			s.g.markLost(s.cfg.logger, "lease", s.name, lost("lease %s: expired, released or taken over", s.name))
-		}
-	}
-	return "SELECT fencing.set_token(fencing.lease_next($1, $2, $3))",
-		[][]byte{[]byte(s.name), []byte(cur.String()), []byte(interval(s.ttl))}, done, nil
-}
-
 // Lost is closed once the lease is no longer held.
 func (s *LeaseSource) Lost() <-chan struct{} { return s.g.lostChan() }
 
@@ -144,8 +121,8 @@ func (s *LeaseSource) Lost() <-chan struct{} { return s.g.lostChan() }
 // had been lost before.
 func (s *LeaseSource) Release(ctx context.Context) error {
 	s.g.stopRenewal()
-	s.txMu.Lock()
-	defer s.txMu.Unlock()
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
 	tok, _ := s.g.current()
 	held, lostErr := s.g.end()
 	if !held {
@@ -165,4 +142,3 @@ func (s *LeaseSource) Release(ctx context.Context) error {
 }
 
 var _ TokenSource = (*LeaseSource)(nil)
-var _ = errors.New

@@ -146,7 +146,7 @@ func complete[T any](ctx context.Context, tx pgx.Tx, key string, claim Token, v 
 func runOnceOneTx[T any](ctx context.Context, conn *pgx.Conn, key string, req []byte, fn func(pgx.Tx) (T, error), o *options) (T, Token, error) {
 	var v T
 	var claim Token
-	_, err := fencedOnConn(ctx, conn, nil, func(tx pgx.Tx) error {
+	err := fencedOnConn(ctx, conn, nil, func(tx pgx.Tx) error {
 		var err error
 		v, claim, err = onceInTx(ctx, tx, key, req, fn, o)
 		return err
@@ -192,11 +192,11 @@ func runOnceClaimFirst[T any](ctx context.Context, conn *pgx.Conn, key string, r
 		return v, claim, err
 	}
 	var v T
-	var src TokenSource
+	var tok *Token
 	if o.claimFence {
-		src = StaticToken{claim}
+		tok = &claim
 	}
-	_, err = fencedOnConn(ctx, conn, src, func(tx pgx.Tx) error {
+	err = fencedOnConn(ctx, conn, tok, func(tx pgx.Tx) error {
 		var err error
 		if v, err = fn(tx); err != nil {
 			return err

@@ -4,9 +4,10 @@
 //   - a bare token: RunFenced with a StaticToken (BEGIN, the leftover
 //     check and set_token in one round trip, the UPDATE, COMMIT) against
 //     Begin; set_token; UPDATE; Commit;
-//   - a lease: RunFenced with a LeaseSource (lease_next inside set_token,
-//     in the same round trip as BEGIN) against Begin;
-//     set_token(lease_next); UPDATE; Commit.
+//   - a lease: RunFenced with a LeaseSource (lease_next in a statement of
+//     its own, then BEGIN, the leftover check and set_token in one round
+//     trip, the UPDATE, COMMIT) against lease_next; Begin; set_token;
+//     UPDATE; Commit.
 //
 // Each is a one-row UPDATE of a protected table (strict => false, as the
 // bare token writes every transaction with the same token).  Prints the
@@ -104,11 +105,18 @@ func main() {
 			return err
 		}},
 		{"library, lease (RunFenced, LeaseSource)", func() error { return fencing.RunFenced(ctx, pool, lease, body(tbl+"_lease")) }},
-		{"by hand, lease (Begin; set_token(lease_next); UPDATE; Commit)", func() error {
-			t, err := byHand(updateOf(tbl+"_hand"), "SELECT fencing.set_token(fencing.lease_next($1, $2::text::fencing.fence, '1 minute'))::text", tbl+"-hand", handTok)
-			if err == nil {
-				handTok = t
+		{"by hand, lease (lease_next; Begin; set_token; UPDATE; Commit)", func() error {
+			// the lease's next token in a statement of its own, outside
+			// the transaction (which would keep the lease's row locked)
+			var t *string
+			if err := pool.QueryRow(ctx, "SELECT fencing.lease_next($1, $2::text::fencing.fence, '1 minute')::text", tbl+"-hand", handTok).Scan(&t); err != nil {
+				return err
 			}
+			if t == nil {
+				return fmt.Errorf("the hand-written lease %s-hand is no longer held", tbl)
+			}
+			handTok = *t
+			_, err := byHand(updateOf(tbl+"_hand"), "SELECT fencing.set_token($1)::text", handTok)
 			return err
 		}},
 	}

@@ -6,10 +6,10 @@
 // ZooKeeper, Redis):
 //
 //	(a) a new token per transaction from the source while the lock is
-//	    held (RunFenced with the source: lease_next inside set_token, in
-//	    the round trip of BEGIN; etcd: a put of the holder's key under a
-//	    compare; ZooKeeper: a setData of the holder's node; Redis: one
-//	    script), strict tables;
+//	    held (RunFenced with the source: the lease's lease_next, a
+//	    statement of its own before BEGIN; etcd: a put of the holder's
+//	    key under a compare; ZooKeeper: a setData of the holder's node;
+//	    Redis: one script), strict tables;
 //	(b) the grant's token reused by every transaction (RunFenced with a
 //	    StaticToken) on tables protected with strict => false: what a
 //	    per-grant write sequence inside the token would cost (no round trip

@@ -12,9 +12,10 @@
 //	write KEY  -> a fenced transaction with the lock (a new token):
 //	              UPDATE T SET balance = balance + 1 WHERE id = KEY;
 //	              "ok E:C", "refused REASON", "lost" or "error TEXT"
-//	hold KEY   -> the same, but stops inside the transaction, after its
-//	              token was bound and before the UPDATE: "in E:C"; the next
-//	              line ("go") runs the UPDATE and answers as write
+//	hold KEY [FIRST] -> the same, but stops inside the transaction, after
+//	              its token was bound (and, with FIRST, after a first UPDATE
+//	              of the row FIRST) and before the UPDATE of KEY: "in E:C";
+//	              the next line ("go") runs that UPDATE and answers as write
 //	writeold KEY -> the UPDATE in a fenced transaction with the last token
 //	              this worker had (a StaticToken), as a holder that took it
 //	              before it froze
@@ -131,6 +132,11 @@ func main() {
 					return err
 				}
 				last, _ = fencing.ParseToken(t)
+				if words[0] == "hold" && len(words) > 2 {
+					if err := update(tx, words[2]); err != nil {
+						return err
+					}
+				}
 				if words[0] == "hold" {
 					fmt.Println("in", last)
 					in.Scan() // "go"
