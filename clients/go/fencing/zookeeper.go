@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,10 +15,14 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// ZooKeeperSource is ZooKeeper's lock recipe (as kazoo's Lock and
-// Curator's InterProcessMutex: an ephemeral sequential node under the
-// lock's path, the lowest sequence holds, each other waits for the one
-// before it).  Each grant has a ZooKeeper session of its own, whose
+// ZooKeeperSource is ZooKeeper's lock recipe with Curator's node names: an
+// ephemeral sequential node PATH/_c_<id>-lock-NNNNNNNNNN (Go's zk.Lock and
+// Curator's InterProcessMutex make them so; kazoo's Lock given the names
+// -lock- too), the lowest sequence holds, each other waits for the one
+// before it.  Every child whose name ends in "lock-" and ten digits is a
+// contender, ordered by those digits whatever comes before them, so a
+// Curator, zk.Lock or kazoo holder and this one exclude each other on one
+// path.  Each grant has a ZooKeeper session of its own, whose
 // timeout is the lock's TTL: the node lives while the session does.  Its
 // tokens are fencing.fence_from_zxid(mzxid, generation) (TokenFromZxid)
 // of a setData on the holder's own node, made right after the lock is
@@ -47,12 +52,18 @@ func NewZooKeeperSource(db Querier, servers []string, path string, ttl time.Dura
 	return &ZooKeeperSource{db: db, servers: servers, path: "/" + strings.Trim(path, "/"), ttl: ttl, cfg: newSourceConfig(opts)}
 }
 
-// zkSeq is the sequence number a lock node's name ends with.
+// zkLockNode is a contender's node name: anything, "lock-", the ten
+// digits of its sequence number.
+var zkLockNode = regexp.MustCompile(`lock-(\d{10})$`)
+
+// zkSeq is the sequence number of a contender's node (its name or its
+// path); false for a node that is no contender.
 func zkSeq(name string) (int64, bool) {
-	if len(name) < 10 {
+	m := zkLockNode.FindStringSubmatch(name)
+	if m == nil {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(name[len(name)-10:], 10, 64)
+	n, err := strconv.ParseInt(m[1], 10, 64)
 	return n, err == nil
 }
 
@@ -131,31 +142,34 @@ func (s *ZooKeeperSource) lock(ctx context.Context, conn *zk.Conn, try bool, exp
 		conn.Delete(node, -1)
 		return "", err
 	}
-	mySeq, ok := zkSeq(node)
-	if !ok {
+	if _, ok := zkSeq(node); !ok {
 		return giveUp(fmt.Errorf("fencing: not a lock node: %s", node))
 	}
+	mine := node[strings.LastIndex(node, "/")+1:]
 	for {
 		children, _, err := conn.Children(s.path)
 		if err != nil {
 			return giveUp(err)
 		}
-		sort.Slice(children, func(i, j int) bool {
-			a, _ := zkSeq(children[i])
-			b, _ := zkSeq(children[j])
-			return a < b
-		})
-		prev, found := "", false
+		// the contenders, lowest sequence first
+		type contender struct {
+			name string
+			seq  int64
+		}
+		var queue []contender
 		for _, c := range children {
-			seq, ok := zkSeq(c)
-			if !ok {
-				continue
+			if seq, ok := zkSeq(c); ok {
+				queue = append(queue, contender{c, seq})
 			}
-			if seq == mySeq {
+		}
+		sort.Slice(queue, func(i, j int) bool { return queue[i].seq < queue[j].seq })
+		prev, found := "", false
+		for _, c := range queue {
+			if c.name == mine {
 				found = true
 				break
 			}
-			prev = c
+			prev = c.name
 		}
 		if !found {
 			return giveUp(lost("ZooKeeper lock %s: the node %s vanished (session expired)", s.path, node))
