@@ -17,7 +17,10 @@ set -u
 t=test/t/121_client_go.pl W=$FENCING_WORK/client_go
 MOD=$FENCING_ROOT/clients/go/fencing
 CACHE=/var/cache/fencing/client-go
-PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools pgbouncer)
+# python3-kazoo and python3-psycopg: the reference holder of the ZooKeeper
+# interop test (test/locksvc/clients/worker.py, the docs' recipe)
+PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools pgbouncer
+          python3-kazoo python3-psycopg)
 fencing_install_missing "${PACKAGES[@]}" ||
     { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
 command -v go >/dev/null ||

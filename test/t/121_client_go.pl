@@ -22,7 +22,10 @@
 #   - `go test -v`, every test strict (a service not given fails the test
 #     instead of skipping it); each top-level test is one check.  The tests
 #     start worker processes and freeze them with SIGSTOP past their lock's
-#     TTL.  The storms print their summary lines as notes.
+#     TTL.  The storms print their summary lines as notes.  The interop
+#     tests take each lock against a holder of the docs' protocol:
+#     `etcdctl lock`, test/locksvc/clients/worker.py (kazoo, Debian's
+#     python3: FENCING_ZK_REFERENCE) and the docs' Redis scripts.
 #   - the README's first example, which must be examples/quickstart/main.go
 #     as it is, run twice as written in a database of its own.
 #   - the benchmark (cmd/bench: the library against pgx by hand) and the
@@ -31,6 +34,8 @@
 # Then no process of the run may be left.
 use strict;
 use warnings;
+use Cwd qw(abs_path);
+use File::Basename qw(dirname);
 use FencingClients qw(need_env server run tap_checks stop_all leftovers);
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -92,6 +97,8 @@ my %testenv = (
 	FENCING_REDIS      => "127.0.0.1:$svc->{redis_port}",
 	FENCING_PGBOUNCER  => "host=127.0.0.1 port=$svc->{pgbouncer_port} dbname=client_go user=postgres",
 	FENCING_WORKER_BIN => "$bin/testworker",
+	# the ZooKeeper interop test's reference holder: the docs' kazoo recipe
+	FENCING_ZK_REFERENCE => '/usr/bin/python3 ' . abs_path(dirname(__FILE__) . '/..') . '/locksvc/clients/worker.py',
 	FENCING_GO_STRICT  => 1,
 	($storm ? (FENCING_GO_STORM => 1) : ()));
 

@@ -4,9 +4,11 @@ package fencing_test
 // PGPORT, PGUSER, PGDATABASE; the role must be a superuser), the lock
 // services from FENCING_ETCD (client URL), FENCING_ZK (host:port,...),
 // FENCING_REDIS (host:port), FENCING_PGBOUNCER (a connection string
-// through PgBouncer in transaction mode).  A test whose service is not
-// given is skipped, unless FENCING_GO_STRICT=1 (as the suite sets it):
-// then it fails.  FENCING_WORKER_BIN is the worker binary
+// through PgBouncer in transaction mode), FENCING_ZK_REFERENCE (the
+// command of the ZooKeeper interop test's reference holder: python3 and
+// the locksvc suite's worker.py, kazoo with the docs' node names).  A
+// test whose service is not given is skipped, unless FENCING_GO_STRICT=1
+// (as the suite sets it): then it fails.  FENCING_WORKER_BIN is the worker binary
 // (internal/testworker; built into a temporary directory when not given).
 
 import (
