@@ -1,5 +1,5 @@
-"""ZooKeeper: the lock recipe (kazoo's ``Lock``, Curator's
-``InterProcessMutex``) under PATH."""
+"""ZooKeeper: the lock recipe under PATH, with the node names of Curator's
+``InterProcessMutex`` and Go's ``zk.Lock`` (kazoo's ``Lock`` given them)."""
 from __future__ import annotations
 
 import threading
@@ -14,16 +14,45 @@ if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
 
+_shared_lock: Any = None
+
+
+def _shared_lock_class() -> Any:
+    """kazoo's ``Lock`` with the node names every client of the lock uses:
+    ``PATH/<id>-lock-NNNNNNNNNN`` (Curator's ``InterProcessMutex`` and Go's
+    ``zk.Lock`` name theirs ``_c_<id>-lock-NNNNNNNNNN``).  Its contenders are
+    the nodes whose names end in ``lock-`` and the ten digits of their
+    sequence, ordered by those digits whatever comes before them.  (kazoo's
+    own names, ``<id>__lock__NNNNNNNNNN``, are seen by no other client, and
+    it sees no other client's.)"""
+    global _shared_lock
+    if _shared_lock is None:
+        from kazoo.recipe.lock import Lock
+
+        class SharedLock(Lock):  # type: ignore[misc]
+            _NODE_NAME = "-lock-"
+            _EXCLUDE_NAMES = ["lock-"]
+
+        _shared_lock = SharedLock
+    return _shared_lock
+
+
 class ZooKeeperSource(TokenSource):
     """A ZooKeeper lock: ``ZooKeeperSource(kazoo_client, "/locks/refunds", db)``.
 
-    The lock is kazoo's ``Lock`` recipe (an ephemeral sequential znode
-    under ``path``; the lowest holds it), so kazoo's and Curator's locks on
-    the same path exclude this one.  The number is the **mzxid of a
-    ``setData`` on the holder's own lock znode**, made while it holds the
-    lock: the grant's token is the first, right after the lock was taken,
-    each ``next_token()`` another (the znode is ephemeral: once the session
-    expired it is gone, and ``setData`` fails: the lock is lost).  The token
+    The lock is the lock recipe (an ephemeral sequential znode under
+    ``path``, the lowest sequence holds it, each other waits for the one
+    before its own) with the node names of Curator's ``InterProcessMutex``
+    and Go's ``zk.Lock``: ``PATH/<id>-lock-NNNNNNNNNN``, ordered by the
+    digits after ``lock-``.  It is kazoo's ``Lock`` given those names
+    (kazoo's own, ``<id>__lock__NNNNNNNNNN``, are seen by no other client),
+    so Curator's and Go's locks on the same path, and kazoo's ``Lock`` given
+    the same names, exclude this one and are excluded by it.  The number
+    is the **mzxid of a ``setData`` on the holder's own lock znode**, made
+    while it holds the lock: the grant's token is the first, right after
+    the lock was taken, each ``next_token()`` another (the znode is
+    ephemeral: once the session expired it is gone, and ``setData`` fails:
+    the lock is lost).  The token
     is ``fencing.fence_from_zxid(mzxid, generation)``, computed here with
     the same arithmetic (``Token.from_zxid``), the generation read from
     PostgreSQL (``fencing_lock_generations``, service ``zookeeper``) right
@@ -65,7 +94,7 @@ class ZooKeeperSource(TokenSource):
     def _try_grant(self, wait: Optional[float]) -> Optional[Token]:
         from kazoo.exceptions import LockTimeout
 
-        lock = self.zk.Lock(self.path, self.identifier)
+        lock = _shared_lock_class()(self.zk, self.path, self.identifier)
         try:
             if wait == 0:
                 got = lock.acquire(blocking=False)
