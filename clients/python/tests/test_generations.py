@@ -1,13 +1,9 @@
-"""The generations of the lock services, and the services' own clients:
-Redis lost its counter (every holder refused until the generation is
-raised), an etcd lock held by ``etcdctl lock`` excludes an EtcdSource and
-the other way round (one protocol), a row-scope table has no fence to
-raise."""
+"""The generations of the lock services: Redis lost its counter (every
+holder refused until the generation is raised), the generation read when
+the lock is taken and never again; a row-scope table has no fence to
+raise.  (The services' own clients against the sources: test_interop.)"""
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from typing import Any
 
 import psycopg
@@ -65,39 +61,6 @@ def test_redis_lost_its_counter(db: Any, clients: Clients) -> None:
         write(s)
         assert s.token is not None and s.token.epoch == 1
     r.close()
-
-
-def test_etcdctl_lock_excludes(db: Any, clients: Clients) -> None:
-    """``etcdctl lock NAME`` and an EtcdSource on NAME exclude each other."""
-    ep = service("FENCING_TEST_ETCD")
-    if shutil.which("etcdctl") is None:
-        pytest.fail("no etcdctl in PATH")
-    name = unique("lock")
-    env = {**os.environ, "ETCDCTL_API": "3"}
-    held = subprocess.Popen(["etcdctl", f"--endpoints=http://{ep}", "lock", name],
-                            stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert held.stdout is not None
-        key = held.stdout.readline().strip()            # etcdctl prints its key once it holds
-        assert key.startswith(name + "/"), key
-        src = clients.source("etcd", name, db, ttl=5)
-        assert src.try_acquire() is None, "an EtcdSource took a lock etcdctl holds"
-    finally:
-        held.terminate()
-        held.wait(10)
-    assert src.acquire(timeout=30) is not None
-    waiter = subprocess.Popen(["etcdctl", f"--endpoints=http://{ep}", "lock", name, "echo", "got"],
-                              stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        with pytest.raises(subprocess.TimeoutExpired):
-            waiter.wait(1.5)                            # etcdctl waits while we hold
-        assert src.release()
-        out, _ = waiter.communicate(timeout=30)
-        assert "got" in out
-    finally:
-        if waiter.poll() is None:
-            waiter.kill()
-            waiter.wait(10)
 
 
 def test_row_scope_has_no_fence_to_raise(db: Any) -> None:

@@ -10,6 +10,8 @@ Commands (stdin, one a line), answers (stdout, one JSON line each):
                            KEY: {"ok": true, "token": ...} or {"error": CLASS, ...}
     begin                  a fenced transaction's BEGIN and token, then wait:
                            {"token": ...} (freeze the worker now)
+    step TABLE KEY         an INSERT in that transaction, then wait:
+                           {"ok": true} (or freeze the worker now)
     finish TABLE KEY       the INSERT of that transaction, and COMMIT
     many N TABLE KEY       N fenced transactions: {"ok": n, "errors": {...}}
     lost                   {"lost": bool, "callbacks": n, "held": bool}
@@ -97,6 +99,15 @@ def main() -> None:
                 tx = fc.fenced(db, src)
                 cur = tx.__enter__()
                 say(token=str(tx.token))
+            elif w[0] == "step":
+                assert tx is not None
+                try:
+                    insert(cur, w[1], w[2])
+                except BaseException as e:
+                    t, tx = tx, None
+                    t.__exit__(type(e), e, e.__traceback__)
+                    raise
+                say(ok=True)
             elif w[0] == "finish":
                 assert tx is not None
                 t, tx = tx, None
