@@ -89,10 +89,15 @@ public final class Fenced {
     /** The same, with options ({@link #attempts(int)}). */
     public static <T> T run(DataSource db, TokenSource source, Options options, Work<T> fn) {
         Objects.requireNonNull(source, "source");
-        return inTransaction(db, options, c -> {
+        return eachAttempt(db, options, () -> {
+            // the token before the connection: no pooled connection is held while the lock service
+            // answers, and a source on the same pool (a lease's lease_next) never waits for the
+            // connection this transaction would hold
             Token t = source.nextToken();
-            start(c, t);
-            return fn.run(c);
+            return c -> {
+                start(c, t);
+                return fn.run(c);
+            };
         });
     }
 
@@ -130,13 +135,16 @@ public final class Fenced {
     /** The same, with options. */
     public static <T> T runMany(DataSource db, Map<String, ? extends TokenSource> sources, Options options,
             ManyWork<T> fn) {
-        return inTransaction(db, options, c -> {
+        return eachAttempt(db, options, () -> {
             Map<String, Token> tokens = new LinkedHashMap<>();
             for (Map.Entry<String, ? extends TokenSource> e : sources.entrySet()) {
                 tokens.put(e.getKey(), e.getValue().nextToken());
             }
-            start(c, null);
-            return fn.run(c, java.util.Collections.unmodifiableMap(tokens));
+            Map<String, Token> given = java.util.Collections.unmodifiableMap(tokens);
+            return c -> {
+                start(c, null);
+                return fn.run(c, given);
+            };
         });
     }
 
@@ -213,7 +221,17 @@ public final class Fenced {
 
     /** {@code fn} in a transaction on a connection of {@code db}, retried as the options say. */
     static <T> T inTransaction(DataSource db, Options options, Work<T> fn) {
-        for (int attempt = 1;; attempt++) {
+        return eachAttempt(db, options, () -> fn);
+    }
+
+    /**
+     * A transaction on a connection of {@code db}, retried as the options say; before each attempt,
+     * and before its connection is taken, {@code attempt} gives the work of that attempt (taking
+     * the attempt's tokens).
+     */
+    static <T> T eachAttempt(DataSource db, Options options, java.util.function.Supplier<Work<T>> attempt) {
+        for (int n = 1;; n++) {
+            Work<T> fn = attempt.get();
             try (Connection c = db.getConnection()) {
                 boolean autoCommit = c.getAutoCommit();
                 if (autoCommit) {
@@ -225,8 +243,8 @@ public final class Fenced {
                     return result;
                 } catch (SQLException e) {
                     rollback(c);
-                    if (Errors.retryable(e) && attempt < options.attempts) {
-                        LOG.log(Level.DEBUG, "retrying after {0} (attempt {1} of {2})", e.getSQLState(), attempt,
+                    if (Errors.retryable(e) && n < options.attempts) {
+                        LOG.log(Level.DEBUG, "retrying after {0} (attempt {1} of {2})", e.getSQLState(), n,
                                 options.attempts);
                         continue;
                     }
@@ -245,7 +263,7 @@ public final class Fenced {
                 }
             } catch (SQLException e) {
                 // getConnection, or closing it
-                if (Errors.retryable(e) && attempt < options.attempts) {
+                if (Errors.retryable(e) && n < options.attempts) {
                     continue;
                 }
                 throw Errors.unchecked(e);

@@ -13,6 +13,7 @@ import javax.sql.DataSource;
  * A holder in a process of its own, to be frozen with SIGSTOP: {@code Worker KIND NAME TTL_MS
  * TABLE KEY}. Commands on stdin, one answer line each on stdout:
  * {@code acquire} (acquired TOKEN), {@code begin} (a fenced transaction left open: begun TOKEN),
+ * {@code step V} (in that transaction: UPDATE TABLE SET v = V WHERE k = KEY, left open: ok),
  * {@code write V} (in that transaction: UPDATE TABLE SET v = V WHERE k = KEY, COMMIT: ok, or
  * refused CLASS REASON), {@code run V} (the same in a new fenced transaction), {@code lost?}
  * (lost yes/no: the lost signal came), {@code quit}.
@@ -42,6 +43,16 @@ public final class Worker {
                         case "begin" -> {
                             open = db.getConnection();
                             say("begun " + Fenced.begin(open, source));
+                        }
+                        case "step" -> {
+                            try (PreparedStatement ps = open.prepareStatement(update)) {
+                                ps.setInt(1, Integer.parseInt(w[1]));
+                                ps.setString(2, key);
+                                ps.executeUpdate();
+                            } catch (java.sql.SQLException e) {
+                                throw Errors.unchecked(e);
+                            }
+                            say("ok");
                         }
                         case "write" -> {
                             Connection c = open;
