@@ -15,8 +15,10 @@ set -u
 
 t=test/t/124_client_java.pl W=$FENCING_WORK/client_java SRC=$FENCING_ROOT/clients/java
 CACHE=${FENCING_CLIENT_JAVA_CACHE:-/var/cache/fencing/client-java}
+# python3-kazoo and python3-psycopg: the reference holder of the ZooKeeper
+# interop test (test/locksvc/clients/worker.py, the docs' recipe)
 PACKAGES=(openjdk-17-jdk-headless maven etcd-server etcd-client zookeeper default-jre-headless
-          redis-server redis-tools pgbouncer)
+          redis-server redis-tools pgbouncer python3-kazoo python3-psycopg)
 fencing_install_missing "${PACKAGES[@]}" ||
     { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
 # the repository: every dependency and plugin of one pom.xml, fetched once

@@ -21,7 +21,10 @@
 #     service given and required (FENCING_JAVA_REQUIRE=1: a missing one
 #     fails); each test case of Surefire's reports is one check.  The pause
 #     stories start worker JVMs and freeze them with SIGSTOP past their
-#     lock's time to live.
+#     lock's time to live.  The interop tests take each lock against a
+#     holder of the docs' protocol: `etcdctl lock`,
+#     test/locksvc/clients/worker.py (kazoo, Debian's python3:
+#     FENCING_JAVA_ZK_REFERENCE) and the docs' Redis scripts.
 #   - the README's first example, which must be examples/Quickstart.java as
 #     it is, run twice as written (java's source launcher) in a database of
 #     its own.
@@ -29,6 +32,8 @@
 # Then no process of the run may be left.
 use strict;
 use warnings;
+use Cwd qw(abs_path);
+use File::Basename qw(dirname);
 use FencingClients qw(need_env server run tap_checks stop_all leftovers);
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -62,6 +67,8 @@ my %testenv = (
 	FENCING_JAVA_ZK        => $svc->{zk},
 	FENCING_JAVA_REDIS     => "127.0.0.1:$svc->{redis_port}",
 	FENCING_JAVA_PGBOUNCER => $svc->{pgbouncer_port},
+	# the ZooKeeper interop test's reference holder: the docs' kazoo recipe
+	FENCING_JAVA_ZK_REFERENCE => '/usr/bin/python3 ' . abs_path(dirname(__FILE__) . '/..') . '/locksvc/clients/worker.py',
 	FENCING_JAVA_REQUIRE   => 1,
 	($storm ? (FENCING_JAVA_STORM => 1) : ()),
 	MAVEN_OPTS => '-Xmx384m -XX:+UseSerialGC -XX:TieredStopAtLevel=1');

@@ -62,6 +62,12 @@ public final class EtcdSource extends LockSource {
         this.ttlSeconds = Math.max(1, (ttl.toMillis() + 999) / 1000);
     }
 
+    /** The holder's key while the lock is held ({@code NAME/<lease id in hex>}), or null. */
+    public String key() {
+        ByteSequence k = key;
+        return isHeld() && k != null ? k.toString(StandardCharsets.UTF_8) : null;
+    }
+
     private static ByteSequence bytes(String s) {
         return ByteSequence.from(s, StandardCharsets.UTF_8);
     }

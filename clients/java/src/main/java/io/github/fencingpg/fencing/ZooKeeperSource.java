@@ -12,8 +12,11 @@ import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.data.Stat;
 
 /**
- * A ZooKeeper lock, with Curator's {@link InterProcessMutex} (the lock recipe kazoo's {@code Lock}
- * follows too): an ephemeral sequential znode under {@code path}, the lowest holds. A token's
+ * A ZooKeeper lock, with Curator's {@link InterProcessMutex}: an ephemeral sequential znode
+ * {@code PATH/_c_<id>-lock-NNNNNNNNNN} under {@code path}, the lowest sequence holds, ordered by the
+ * digits after {@code lock-} whatever comes before them. Those are the node names of every client
+ * of the lock (Go's {@code zk.Lock}, kazoo's {@code Lock} given the names {@code -lock-}, the other
+ * fencing clients), so their locks on the same path and this one exclude each other. A token's
  * number is the <b>mzxid of a {@code setData} on the holder's own lock znode</b>: the grant's token
  * is the first right after the lock is taken, each {@link #nextToken()} another; a {@code setData}
  * that finds no node means the lock is lost (the session expired and the node went with it).
@@ -57,6 +60,11 @@ public final class ZooKeeperSource extends LockSource {
         super(db, path);
         this.zk = zk;
         this.path = path;
+    }
+
+    /** The lock's node while the lock is held ({@code PATH/_c_<id>-lock-NNNNNNNNNN}), or null. */
+    public String node() {
+        return isHeld() ? node : null;
     }
 
     @Override
