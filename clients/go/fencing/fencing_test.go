@@ -459,6 +459,41 @@ func TestLeaseOnePooledConnection(t *testing.T) {
 	}
 }
 
+// WithSeparateBegin (pgx's own Begin, then set_token in a statement of its
+// own): each transaction under a lock a new token, on a strict table.
+func TestSeparateBegin(t *testing.T) {
+	eachSource(t, func(t *testing.T, n string, mk newSource) {
+		pool := pgPool(t, 2)
+		ctx := context.Background()
+		tbl := accounts(t, pool, "")
+		src := mk(t, pool, name(n+"sep"), 10*time.Second)
+		if _, err := src.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer src.Release(ctx)
+		var last fencing.Token
+		for i := 0; i < 3; i++ {
+			if err := fencing.RunFenced(ctx, pool, src, func(tx pgx.Tx) error {
+				var s string
+				if err := tx.QueryRow(ctx, "SELECT current_setting('fencing.token')").Scan(&s); err != nil {
+					return err
+				}
+				tok, err := fencing.ParseToken(s)
+				if err != nil || !last.Less(tok) {
+					return fmt.Errorf("token %q after %s: %v", s, last, err)
+				}
+				last = tok
+				return update(tbl, "a")(tx)
+			}, fencing.WithSeparateBegin()); err != nil {
+				t.Fatalf("transaction %d: %v", i, err)
+			}
+		}
+		if bal, fence := row(t, pool, tbl); bal != 3 || fence != last.String() {
+			t.Fatalf("balance %d, fence %s: want 3 and %s", bal, fence, last)
+		}
+	})
+}
+
 // The first meter: B raises the fence of the key it will write when it
 // takes the lock (WithFences), so A, frozen with a token bound before B
 // took the lock, is refused although B has not written yet.
