@@ -12,31 +12,34 @@ import java.net.Socket;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.Types;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.Test;
 
 /**
  * No extra round trip: a fenced transaction of one statement costs the same round trips as the
  * same transaction by hand (BEGIN rides with the first statement; the leftover check and
- * set_token go with it). Counted through a TCP proxy that delays every answer of the server by
- * 250 ms: a transaction's time, in whole units of that, is its number of round trips, whatever
- * the machine's load adds (less than a unit) and however the driver splits its writes.
+ * set_token go with it). Counted by a TCP proxy between the driver and the server: every time the
+ * driver sends after the server has answered is one round trip (the driver waited for that
+ * answer), whatever the machine's load and however the driver or the kernel split their writes.
  */
 class RoundTripsTest {
-    static final long DELAY_MS = 250;
-
-    /** A proxy to PostgreSQL whose answers arrive DELAY_MS late (a long network). */
-    static final class Slow implements AutoCloseable {
+    /** A proxy to PostgreSQL that counts the driver's turns to speak. */
+    static final class Counting implements AutoCloseable {
         final ServerSocket server;
+        /** the server answered since the driver last sent */
+        final AtomicBoolean answered = new AtomicBoolean(true);
+        final AtomicLong turns = new AtomicLong();
 
-        Slow(String host, int port) throws IOException {
+        Counting(String host, int port) throws IOException {
             server = new ServerSocket(0, 1, InetAddress.getLoopbackAddress());
             Thread t = new Thread(() -> {
                 try (Socket client = server.accept(); Socket pg = new Socket(host, port)) {
-                    Thread up = new Thread(() -> copy(client, pg, 0));
+                    Thread up = new Thread(() -> copy(client, pg, true));
                     up.setDaemon(true);
                     up.start();
-                    copy(pg, client, DELAY_MS);
+                    copy(pg, client, false);
                 } catch (IOException e) {
                     // the connection ended
                 }
@@ -45,23 +48,38 @@ class RoundTripsTest {
             t.start();
         }
 
-        /** Copy, each chunk forwarded {@code delay} ms after it arrived. */
-        static void copy(Socket from, Socket to, long delay) {
+        /** Copy one direction; the driver's chunks after an answer count a turn. */
+        void copy(Socket from, Socket to, boolean fromDriver) {
             try {
                 InputStream in = from.getInputStream();
                 OutputStream out = to.getOutputStream();
                 byte[] buf = new byte[65536];
                 for (int n; (n = in.read(buf)) > 0;) {
-                    long due = System.nanoTime() + delay * 1_000_000;
-                    for (long left; (left = due - System.nanoTime()) > 0;) {
-                        Thread.sleep(left / 1_000_000, (int) (left % 1_000_000));
+                    if (fromDriver) {
+                        if (answered.getAndSet(false)) {
+                            turns.incrementAndGet();
+                        }
+                    } else {
+                        answered.set(true);     // before the driver can read it and speak again
                     }
                     out.write(buf, 0, n);
                     out.flush();
                 }
-            } catch (IOException | InterruptedException e) {
+            } catch (IOException e) {
                 // the connection ended
             }
+        }
+
+        /** The round trips of {@code r}: the least of three runs, after one (the driver warms up). */
+        long roundTrips(ThrowingRunnable r) throws Exception {
+            r.run();
+            long least = Long.MAX_VALUE;
+            for (int i = 0; i < 3; i++) {
+                long before = turns.get();
+                r.run();
+                least = Math.min(least, turns.get() - before);
+            }
+            return least;
         }
 
         @Override
@@ -90,17 +108,6 @@ class RoundTripsTest {
         }
     }
 
-    /** Round trips of {@code r}: its time in units of the proxy's delay (the least of three runs). */
-    static long roundTrips(ThrowingRunnable r) throws Exception {
-        long best = Long.MAX_VALUE;
-        for (int i = 0; i < 3; i++) {
-            long t0 = System.nanoTime();
-            r.run();
-            best = Math.min(best, (System.nanoTime() - t0) / 1_000_000);
-        }
-        return best / DELAY_MS;            // what the server and a loaded machine add only adds
-    }
-
     interface ThrowingRunnable {
         void run() throws Exception;
     }
@@ -112,7 +119,7 @@ class RoundTripsTest {
                 "INSERT INTO rt_rows VALUES (1, 0, NULL) ON CONFLICT DO NOTHING",
                 "SELECT fencing.protect('rt_rows') "
                         + "WHERE NOT EXISTS (SELECT FROM fencing.protected WHERE relid = 'rt_rows'::regclass)");
-        try (Slow proxy = new Slow(Env.env("PGHOST", "127.0.0.1"), Integer.parseInt(Env.env("PGPORT", "5432")));
+        try (Counting proxy = new Counting(Env.env("PGHOST", "127.0.0.1"), Integer.parseInt(Env.env("PGPORT", "5432")));
                 Connection c = Env.plain("jdbc:postgresql://127.0.0.1:" + proxy.server.getLocalPort() + "/"
                         + Env.env("PGDATABASE", "postgres") + "?sslmode=disable").getConnection()) {
             DataSource ds = one(c);
@@ -123,8 +130,8 @@ class RoundTripsTest {
                     return ps.executeUpdate();
                 }
             };
-            long library = roundTrips(() -> Fenced.run(ds, tokens, work));
-            long byHand = roundTrips(() -> {
+            long library = proxy.roundTrips(() -> Fenced.run(ds, tokens, work));
+            long byHand = proxy.roundTrips(() -> {
                 c.setAutoCommit(false);
                 try (PreparedStatement set = c.prepareStatement("SELECT fencing.set_token(?)");
                         PreparedStatement ps = c.prepareStatement(update)) {
