@@ -6,7 +6,7 @@
 #   fencing_citus_build TARBALL  its build's installed files (a DESTDIR stage),
 #                                cached in $FENCING_CITUS_CACHE by Citus version,
 #                                server version and checksum; built once, locked
-FENCING_CITUS_CACHE=${FENCING_CITUS_CACHE:-/var/cache/fencing/citus}
+FENCING_CITUS_CACHE=${FENCING_CITUS_CACHE:-$FENCING_CACHE/citus}
 
 fencing_citus_pick() {
     local f v best=
@@ -24,9 +24,7 @@ fencing_citus_pick() {
 # one build, in $1 (a temporary directory), of tarball $2
 fencing_citus_make() {
     local tmp=$1 tarball=$2 compat inc
-    fencing_install_missing libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev libssl-dev \
-        libselinux1-dev libxslt1-dev libicu-dev zlib1g-dev libreadline-dev flex bison \
-        || fencing_die "cannot install the build dependencies of Citus"
+    fencing_need citus || fencing_die "cannot install the build dependencies of Citus"
     mkdir -p "$tmp/src" && tar -xzf "$tarball" -C "$tmp/src" --strip-components=1 || return 1
     # Citus 13.2.2 declares a static have_createdb_privilege(), which
     # PostgreSQL 15.20 exports from commands/dbcommands.h: rename Citus' copy

@@ -9,16 +9,11 @@
 #   locksvc_install      all of it; sets LOCKSVC_GO_BIN (etcdmutex, snippet)
 #                        and LOCKSVC_NODE_MODULES; false when anything fails
 
-LOCKSVC_CACHE=${FENCING_LOCKSVC_CACHE:-/var/cache/fencing/locksvc}
+LOCKSVC_CACHE=${FENCING_LOCKSVC_CACHE:-$FENCING_CACHE/locksvc}
 
-# The packages: installed when missing; false when that fails.
-LOCKSVC_PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless
-                  python3-kazoo python3-psycopg redis-server redis-tools pgbouncer
-                  golang-go golang-etcd-server-dev golang-github-jackc-pgx-v4-dev
-                  libpostgresql-jdbc-java default-jdk-headless nodejs npm)
-
+# (the packages: fencing_suite_packages locksvc, test/lib/deps.sh)
 locksvc_install() {
-    fencing_install_missing "${LOCKSVC_PACKAGES[@]}" || return 1
+    fencing_need locksvc || return 1
     mkdir -p "$LOCKSVC_CACHE" || return 1
     locksvc_build_go && locksvc_install_node_pg
 }

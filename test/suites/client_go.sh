@@ -11,12 +11,9 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 
 t=test/t/121_client_go.pl W=$FENCING_WORK/client_go
-CACHE=/var/cache/fencing/client-go/gocache
-PACKAGES=(golang-go golang-github-jackc-pgx-v4-dev golang-etcd-server-dev
-          golang-github-gomodule-redigo-dev golang-github-samuel-go-zookeeper-dev
-          etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools pgbouncer)
-fencing_install_missing "${PACKAGES[@]}" ||
-    { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
+CACHE=$FENCING_CACHE/client-go/gocache
+fencing_need client_go ||
+    { echo "not ok 1 - the packages it needs: $(fencing_suite_packages client_go | tr '\n' ' ')"; exit 1; }
 # the build cache is the postgres OS user's (go itself locks its entries)
 mkdir -p "$CACHE" && fencing_with_lock "$CACHE.lock" chown -R postgres: "$CACHE" || exit 1
 rm -rf "$W" && mkdir -p "$W" && cp -a "$FENCING_ROOT/clients/go" "$W/" || exit 1

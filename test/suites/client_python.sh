@@ -10,10 +10,8 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 
 t=test/t/120_client_python.pl W=$FENCING_WORK/client_python
-PACKAGES=(python3-psycopg python3-psycopg-pool python3-etcd3 python3-redis python3-kazoo
-          etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools pgbouncer)
-fencing_install_missing "${PACKAGES[@]}" ||
-    { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
+fencing_need client_python ||
+    { echo "not ok 1 - the packages it needs: $(fencing_suite_packages client_python | tr '\n' ' ')"; exit 1; }
 rm -rf "$W" && mkdir -p "$W" && cp -a "$FENCING_ROOT/clients/python" "$W/" || exit 1
 storm=${FENCING_CLIENT_STORM:-$([ "$FENCING_PGVER" = 15 ] && echo 1 || echo 0)}
 fencing_prove "$W" "$t" FENCING_CLIENT_PYTHON="$W/python" FENCING_CLIENT_STORM="$storm"

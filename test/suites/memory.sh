@@ -9,6 +9,7 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 trap fencing_cleanup EXIT
 FENCING_KEEP=1      # the scratch directory is test/check.sh's
+fencing_need memory 2>&1 | fencing_diag
 mem=$FENCING_WORK/memcheck-reports && mkdir -p "$mem" && chown postgres: "$mem"
 libasan=$(gcc -print-file-name=libasan.so)
 if [ -f "$libasan" ] && timeout 20 env LD_PRELOAD="$libasan" \
