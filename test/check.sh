@@ -16,8 +16,8 @@
 # copies the tree where the postgres OS user can read it, starts the main
 # cluster (fencing preloaded) and runs the suites: regress isolation pgtap
 # alone, one after the other (they read counters of the main cluster that
-# any write on it moves), then tap memory, every other suite by name, and
-# bench, FENCING_JOBS (2) at a time.  The last line is "N passed, M
+# any write on it moves), then the others, the longest first, and bench,
+# FENCING_JOBS (2) at a time.  The last line is "N passed, M
 # failed" over every version; the exit status is non-zero when anything
 # failed.  FENCING_KEEP=1 keeps the scratch directories.
 #
@@ -50,7 +50,12 @@ mkdir -p "$PG_TEST_PORT_DIR" && chmod 1777 "$PG_TEST_PORT_DIR"
 
 alone=" regress isolation pgtap "
 all=$(cd "$FENCING_ROOT/test/suites" && printf '%s\n' *.sh | sed 's/\.sh$//' | sort)
-default=$({ printf '%s\n' regress isolation pgtap tap memory; grep -vx bench <<<"$all"; echo bench; } \
+# the default order: the three that run alone, then the longest first (as
+# measured in a cold run: the run ends when its longest suites do), the
+# others by name, bench last
+longest="tap citus memory update package pg_upgrade locksvc client_go pg_isolation release"
+# shellcheck disable=SC2086
+default=$({ printf '%s\n' regress isolation pgtap $longest; grep -vx bench <<<"$all"; echo bench; } \
     | grep -Fxf <(echo "$all") | awk '!seen[$0]++ { printf " %s", $0 }')
 suites=${FENCING_SUITES:-$default}
 for s in $suites; do

@@ -83,6 +83,10 @@ fencing_pg_copy() {
     15) mkdir -p "$inst/usr/lib/postgresql" "$inst/usr/share/postgresql"
         cp -a /usr/lib/postgresql/15 "$inst/usr/lib/postgresql/"
         cp -a /usr/share/postgresql/15 "$inst/usr/share/postgresql/"
+        # without fencing's files, which the package suite may have put
+        # there meanwhile (its package, installed while it runs)
+        rm -rf "$inst"/usr/lib/postgresql/15/lib/fencing.so "$inst"/usr/lib/postgresql/15/lib/bitcode/fencing* \
+            "$inst"/usr/share/postgresql/15/extension/fencing[.-]*
         echo "$inst/usr/lib/postgresql/15/bin" ;;
     18) [ -n "${FENCING_PG18_PREFIX:-}" ] || fencing_pg18_install
         cp -a "$FENCING_PG18_PREFIX" "$inst"
@@ -99,7 +103,11 @@ fencing_make_install() {
     log=$FENCING_WORK/build.log
     b=$(mktemp -d "$FENCING_WORK/build.XXXXXX")
     tar -C "$srcdir" --exclude=.git --exclude=node_modules --exclude=tmp_check -cf - . | tar -C "$b" -xf -
-    local mk=(make -C "$b" -s PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config) dest=(DESTDIR="$inst")
+    # 15: Debian's server has LLVM, and PGXS would compile every file again
+    # into bitcode for the JIT's inlining: the package suite's build does
+    # that (dpkg-buildpackage, then installed and used); these builds,
+    # which only run tests, leave it out (with_llvm=no: half the compile)
+    local mk=(make -C "$b" -s PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config with_llvm=no) dest=(DESTDIR="$inst")
     [ "$FENCING_PGVER" = 18 ] && mk=(make -C "$b" -s PG_CONFIG="$inst/bin/pg_config") dest=()
     { "${mk[@]}" clean >/dev/null 2>&1 && "${mk[@]}" PG_CFLAGS="$cflags" >"$log" 2>&1 &&
       "${mk[@]}" install "${dest[@]}" >>"$log" 2>&1; } \

@@ -11,7 +11,7 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 
 t=test/t/121_client_go.pl W=$FENCING_WORK/client_go
-CACHE=$FENCING_CACHE/client-go/gocache
+CACHE=$FENCING_CACHE/gocache     # the harness's one Go build cache
 fencing_need client_go ||
     { echo "not ok 1 - the packages it needs: $(fencing_suite_packages client_go | tr '\n' ' ')"; exit 1; }
 # the build cache is the postgres OS user's (go itself locks its entries)

@@ -11,7 +11,7 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 
 t=test/t/123_examples.pl W=$FENCING_WORK/examples
-CACHE=$FENCING_CACHE/examples GOCACHE=$FENCING_CACHE/client-go/gocache
+CACHE=$FENCING_CACHE/examples GOCACHE=$FENCING_CACHE/gocache
 fencing_need examples ||
     { echo "not ok 1 - the packages it needs: $(fencing_suite_packages examples | tr '\n' ' ')"; exit 1; }
 mkdir -p "$CACHE" "$GOCACHE" && fencing_with_lock "$GOCACHE.lock" chown -R postgres: "$GOCACHE" || exit 1
