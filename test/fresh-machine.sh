@@ -15,12 +15,13 @@
 #   still installed are purged (packages the machine had before, or that
 #   something else installed, are not in those lines and stay);
 # - $FENCING_CACHE (/var/cache/fencing): PostgreSQL 18, pgTAP, Citus, the
-#   source packages downloaded, the Go build cache, npm's trees and cache,
-#   the postgres OS user's HOME for the harness's programs;
-# - the harness's deb-src entries in /etc/apt/sources.list.d/ (this
-#   harness's exists only while it downloads; older versions of the harness
-#   left fencing-pg18-src.sources and fencing-postgresql-*-src.sources) and
-#   the source indexes apt fetched for them (apt-get update drops them);
+#   source packages downloaded (with the harness's own deb-src entry and
+#   apt lists), the Go build cache, npm's trees and cache, the postgres OS
+#   user's HOME for the harness's programs;
+# - the deb-src entries older versions of the harness left in
+#   /etc/apt/sources.list.d/ (fencing-pg18-src.sources,
+#   fencing-postgresql-*-src.sources) and the source indexes apt fetched
+#   for them (apt-get update drops them);
 # - what older versions of the harness put in the postgres OS user's home
 #   (Go's telemetry in /var/lib/postgresql/.config/go) and the directory
 #   where TAP tests reserve ports (/tmp/fencing-portlock).
@@ -78,7 +79,7 @@ say "the harness's caches: $FENCING_CACHE ($(du -sh "$FENCING_CACHE" 2>/dev/null
 
 # 3. apt's entries of the harness, then apt's lists without them
 entries=$(compgen -G '/etc/apt/sources.list.d/fencing-*.sources')
-say "apt entries of the harness: ${entries:-none}"
+say "apt entries older versions of the harness left: ${entries:-none}"
 if [ -n "$entries" ]; then
     # shellcheck disable=SC2086
     act rm -f $entries

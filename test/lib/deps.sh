@@ -28,12 +28,10 @@
 # after fencing_prepare the only change is the package suite's own
 # package, installed and purged.  Every package a suite needs is named
 # here, and nowhere else; a suite calls `fencing_need NAME`.  The source
-# packages come through a deb-src entry of the harness,
-# $FENCING_APT_SOURCES (Debian 12 and unstable: PostgreSQL 18 and pgTAP
-# 1.3 are in unstable only; source entries, so nothing can be installed
-# from there), which exists only while fencing_prepare downloads them.
-
-FENCING_APT_SOURCES=/etc/apt/sources.list.d/fencing-harness-src.sources
+# packages come through a deb-src entry of the harness's own, read by an
+# apt told to use it and lists of its own, in $FENCING_CACHE/apt (Debian 12,
+# and unstable for PostgreSQL 18 and pgTAP 1.3): the system's apt
+# configuration is never changed.
 
 fencing_suite_packages() {
     local v=$FENCING_PGVER
@@ -167,23 +165,31 @@ fencing_source() {
 }
 
 # Download the .orig tarballs of source packages $@ into
-# $FENCING_CACHE/sources (under the apt lock): the deb-src entry in place,
-# apt's lists of it alone updated, apt-get source, the entry removed.
+# $FENCING_CACHE/sources (under the apt lock), with an apt of the harness's
+# own: its deb-src entry and the lists it fetches live in $FENCING_CACHE/apt,
+# nothing of the system's apt configuration or lists changes.  Debian 12's
+# suites for postgresql-15, unstable for the others (PostgreSQL 18, pgTAP 1.3).
 fencing_download_sources() {
-    local dl st=0 p f
+    local dir=$FENCING_CACHE/apt dl st=0 p f suites='' apt
     [ "$(id -u)" -eq 0 ] || fencing_die "need root to download the source packages $*"
-    mkdir -p "$FENCING_CACHE/sources"
-    fencing_log "downloading the source packages $* (apt-get source)"
-    printf '%s\n' "# Added by the fencing test harness (test/lib/deps.sh) while it downloads the" \
-        "# source packages of PostgreSQL and pgTAP; removed when it is done." \
-        "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: bookworm bookworm-updates unstable" \
-        "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" >"$FENCING_APT_SOURCES"
+    for p in "$@"; do
+        case $p in
+        postgresql-15) suites="$suites bookworm bookworm-updates" ;;
+        *) suites="$suites unstable" ;;
+        esac
+    done
+    suites=$(tr ' ' '\n' <<<"$suites" | awk 'NF && !seen[$0]++' | tr '\n' ' ')
+    mkdir -p "$FENCING_CACHE/sources" "$dir/lists/partial"
+    printf '%s\n' "# The fencing test harness's deb-src entry (test/lib/deps.sh): the source" \
+        "# packages of PostgreSQL and pgTAP; apt reads it only when told to." \
+        "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: ${suites% }" \
+        "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" >"$dir/fencing.sources"
+    apt=(-o Dir::Etc::sourcelist="$dir/fencing.sources" -o Dir::Etc::sourceparts=- -o Dir::State::lists="$dir/lists")
+    fencing_log "downloading the source packages $* (apt-get source; Debian's ${suites% } source indexes)"
     dl=$(mktemp -d "$FENCING_CACHE/.src.XXXXXX") && chmod 777 "$dl"
-    if fencing_apt_update -o Dir::Etc::sourcelist="$FENCING_APT_SOURCES" -o Dir::Etc::sourceparts=- \
-        -o APT::Get::List-Cleanup=0 >/dev/null; then
+    if fencing_apt_update "${apt[@]}" >/dev/null; then
         for p in "$@"; do
-            (cd "$dl" && apt-get source --download-only --tar-only -qq \
-                -o Dir::Etc::sourcelist="$FENCING_APT_SOURCES" -o Dir::Etc::sourceparts=- "$p") >"$dl/apt.log" 2>&1
+            (cd "$dl" && apt-get "${apt[@]}" source --download-only --tar-only -qq "$p") >"$dl/apt.log" 2>&1
             f=$(compgen -G "$dl/${p}_*.orig.tar.*" | sort -V | tail -1)
             if [ -n "$f" ]; then
                 mv "$f" "$FENCING_CACHE/sources/"
@@ -196,7 +202,6 @@ fencing_download_sources() {
     else
         st=1
     fi
-    rm -f "$FENCING_APT_SOURCES"
     rm -rf "$dl"
     return $st
 }

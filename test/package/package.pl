@@ -255,19 +255,17 @@ sub lock_run {
 
 # What this test is responsible for, and nothing else: the packages (its
 # own, and PostgreSQL's, which it must not change), the clusters, apt's
-# configuration (but the deb-src entry of the harness, which
-# test/lib/deps.sh writes and removes while it downloads source packages,
-# before any suite starts: $APT_HARNESS), the system's PostgreSQL $V
-# directories and clusters (/var/lib/postgresql/$V, not the rest of the
-# postgres OS user's home, where other programs keep their files), and its
-# own traces.
-my $APT_HARNESS = $ENV{FENCING_APT_SOURCES} // '/etc/apt/sources.list.d/fencing-harness-src.sources';
+# configuration, the system's PostgreSQL $V directories and clusters
+# (/var/lib/postgresql/$V, not the rest of the postgres OS user's home,
+# where other programs keep their files), and its own traces.  (The
+# harness changes none of them while suites run: test/lib/deps.sh installs
+# everything before, and its deb-src entry is in its own cache.)
 sub snapshot {
     my %s;
     $s{packages} = out('dpkg-query', '-W', '-f=${binary:Package} ${Version} ${db:Status-Abbrev}\n');
     $s{clusters} = join "\n", map { join ' ', (split ' ')[ 0, 1, 2, 5 ] } lines(out('pg_lsclusters', '-h'));
-    my @apt = grep { -e && $_ ne $APT_HARNESS } ('/etc/apt/sources.list', glob('/etc/apt/sources.list.d/*'),
-        '/etc/apt/preferences', glob('/etc/apt/preferences.d/* /etc/apt/apt.conf.d/*'), '/etc/apt/trusted.gpg',
+    my @apt = grep { -e } ('/etc/apt/sources.list', glob('/etc/apt/sources.list.d/*'), '/etc/apt/preferences',
+        glob('/etc/apt/preferences.d/* /etc/apt/apt.conf.d/*'), '/etc/apt/trusted.gpg',
         glob('/etc/apt/trusted.gpg.d/* /etc/apt/keyrings/*'));
     $s{apt} = @apt ? out('sha256sum', @apt) : '';
     my @dirs = grep { -e } ("/usr/lib/postgresql/$V", "/usr/share/postgresql/$V", '/etc/postgresql',

@@ -45,7 +45,5 @@ fi
 # test/check.sh installed them before any suite started)
 fencing_need package 2>&1 | fencing_diag
 
-# (package.pl checks that they are there: its second check; it leaves the
-# harness's deb-src entry out of what it compares)
-export FENCING_APT_SOURCES
+# (package.pl checks that they are there: its second check)
 exec perl "$test_file"
