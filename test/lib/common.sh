@@ -107,13 +107,18 @@ fencing_make_install() {
     # into bitcode for the JIT's inlining: the package suite's build does
     # that (dpkg-buildpackage, then installed and used); these builds,
     # which only run tests, leave it out (with_llvm=no: half the compile)
-    local mk=(make -C "$b" -s PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config with_llvm=no) dest=(DESTDIR="$inst")
-    [ "$FENCING_PGVER" = 18 ] && mk=(make -C "$b" -s PG_CONFIG="$inst/bin/pg_config") dest=()
+    # (fencing_destdir: install under that directory instead, a stage)
+    local mk=(make -C "$b" -s PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config with_llvm=no)
+    local dest=(DESTDIR="${fencing_destdir:-$inst}")
+    if [ "$FENCING_PGVER" = 18 ]; then
+        mk=(make -C "$b" -s PG_CONFIG="$inst/bin/pg_config") dest=()
+        [ -n "${fencing_destdir:-}" ] && dest=(DESTDIR="$fencing_destdir")
+    fi
     { "${mk[@]}" clean >/dev/null 2>&1 && "${mk[@]}" PG_CFLAGS="$cflags" >"$log" 2>&1 &&
       "${mk[@]}" install "${dest[@]}" >>"$log" 2>&1; } \
         || { cat "$log" >&2; fencing_die "build failed (PostgreSQL $FENCING_PGVER)"; }
     rm -rf "$b"
-    chmod -R a+rX "$inst"
+    chmod -R a+rX "${fencing_destdir:-$inst}"
 }
 
 fencing_build() {
