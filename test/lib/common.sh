@@ -251,7 +251,8 @@ fencing_regress() {
 # by the variables: `make prove_installcheck` as the postgres OS user in a
 # copy DIR/src of the tree (its own tmp_check/; put what else the tests
 # read into DIR/src first), without the main cluster's connection.  The
-# suite built what they need, so a skip fails.
+# suite built what they need, so a skip fails.  fencing_prove_jobs=N: N
+# test files at a time (each has servers of its own).
 fencing_prove() {
     local dir=$1 tests=$2 st skip
     shift 2
@@ -260,7 +261,8 @@ fencing_prove() {
     chown -R postgres: "$dir"
     fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE "$@" \
         make -C "$dir/src" --no-print-directory prove_installcheck \
-        PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$tests" PROVE_FLAGS=-v 2>&1 | tee "$dir/prove.log"
+        PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$tests" PROVE_FLAGS="-v --timer -j${fencing_prove_jobs:-1}" 2>&1 \
+        | tee "$dir/prove.log"
     st=${PIPESTATUS[0]}
     if skip=$(grep -m1 -o "skipped: .*" "$dir/prove.log"); then
         echo "not ok 1 - $tests ran with what this suite built or installed ($skip)"
