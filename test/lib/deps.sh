@@ -73,12 +73,8 @@ fencing_suite_packages() {
     locksvc)
         printf '%s\n' "${services[@]}" python3-kazoo python3-psycopg golang-go golang-etcd-server-dev \
             golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java default-jdk-headless nodejs npm ;;
-    client_python)
-        printf '%s\n' "${services[@]}" python3-psycopg python3-psycopg-pool python3-etcd3 python3-redis \
-            python3-kazoo ;;
-    client_go)
-        printf '%s\n' "${services[@]}" golang-go golang-github-jackc-pgx-v4-dev golang-etcd-server-dev \
-            golang-github-gomodule-redigo-dev golang-github-samuel-go-zookeeper-dev ;;
+    client_python) printf '%s\n' "${services[@]}" python3-venv ;;
+    client_go) printf '%s\n' "${services[@]}" ;;
     client_typescript) printf '%s\n' "${services[@]}" nodejs npm ;;
     examples)
         printf '%s\n' "${services[@]}" python3-psycopg python3-redis python3-etcd3 python3-kazoo golang-go \
