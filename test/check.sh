@@ -53,7 +53,7 @@ all=$(cd "$FENCING_ROOT/test/suites" && printf '%s\n' *.sh | sed 's/\.sh$//' | s
 # the default order: the three that run alone, then the longest first (as
 # measured in a cold run: the run ends when its longest suites do), the
 # others by name, bench last
-longest="tap citus memory update package pg_upgrade locksvc client_go pg_isolation release"
+longest="tap client_python client_go citus memory update package pg_upgrade locksvc pg_isolation release"
 # shellcheck disable=SC2086
 default=$({ printf '%s\n' regress isolation pgtap $longest; grep -vx bench <<<"$all"; echo bench; } \
     | grep -Fxf <(echo "$all") | awk '!seen[$0]++ { printf " %s", $0 }')
