@@ -76,6 +76,7 @@ fencing_suite_packages() {
     client_python) printf '%s\n' "${services[@]}" python3-venv ;;
     client_go) printf '%s\n' "${services[@]}" ;;
     client_typescript) printf '%s\n' "${services[@]}" nodejs npm ;;
+    client_java) printf '%s\n' "${services[@]}" openjdk-17-jdk-headless maven ;;
     examples)
         printf '%s\n' "${services[@]}" python3-psycopg python3-redis python3-etcd3 python3-kazoo golang-go \
             golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java default-jdk-headless nodejs npm ;;
