@@ -135,7 +135,7 @@ export class ZooKeeperSource extends LockSource {
 
   protected async next(): Promise<Token | null> {
     try {
-      const stat = await cb<Stat>((d) => this.zk.setData(this.node!, null, -1, d));
+      const stat = await cb<Stat>((d) => this.zk.setData(this.node!, Buffer.alloc(0), -1, d));
       return fenceFromZxid(stat.mzxid.readBigUInt64BE(0), this.generation);
     } catch (e) {
       if (isNoNode(e)) return null;
