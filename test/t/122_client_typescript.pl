@@ -141,7 +141,7 @@ open my $tc, '>', "$user/tsconfig.json" or die $!;
 print $tc '{ "compilerOptions": { "strict": true, "module": "node16", "moduleResolution": "node16",'
   . ' "target": "ES2022", "types": ["node"], "outDir": "out" }, "include": ["app.ts", "app.mts"] }' . "\n";
 close $tc;
-($st, $out) = run(cmd => [ './node_modules/.bin/tsc', '-p', '.' ], dir => $user, timeout => 300);
+($st, $out) = run(cmd => [ "$user/node_modules/.bin/tsc", '-p', '.' ], dir => $user, timeout => 300);
 ok($st == 0, "tsc --strict (no skipLibCheck) of a user's CommonJS and ESM files importing every entry point and source")
   or diag($out);
 my ($cjs_st, $cjs) = run(cmd => [ 'node', 'out/app.js' ], dir => $user, timeout => 60);

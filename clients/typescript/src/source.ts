@@ -25,7 +25,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const onAbort = () => { clearTimeout(timer); reject(signal!.reason); };
-    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, ms);
+    const timer = setTimeout(() => { signal?.removeEventListener('abort', onAbort); resolve(); }, Math.min(ms, 2 ** 31 - 1));
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
@@ -124,24 +124,27 @@ export abstract class LockSource implements TokenSource {
     return t;
   }
 
-  private take(until: number, options: Pick<AcquireOptions, 'fences' | 'signal'>): Promise<Token | null> {
-    return this.serial(async () => {
+  private async take(until: number, options: Pick<AcquireOptions, 'fences' | 'signal'>): Promise<Token | null> {
+    const token = await this.serial(async () => {
       options.signal?.throwIfAborted();
       if (this.held) throw new FencingError(`${this.describe()} is already held by this source`);
-      const token = await this.grant(until, options.signal);
-      if (!token) return null;
-      this.current = token;
+      const t = await this.grant(until, options.signal);
+      if (!t) return null;
+      this.current = t;
       this.controller = new AbortController();
       this.lastRenewed = Date.now();
-      try {
-        await raiseFences(this.db, token, options.fences ?? this.base.fences ?? []);
-      } catch (e) {
-        await this.endGrant(new LockLostError(`${this.describe()}: released, its fences could not be raised`));
-        throw e;
-      }
       this.startRenewal();
-      return token;
+      return t;
     });
+    if (!token) return null;
+    // renewals go on meanwhile
+    try {
+      await raiseFences(this.db, token, options.fences ?? this.base.fences ?? []);
+    } catch (e) {
+      await this.serial(() => this.endGrant(new LockLostError(`${this.describe()}: released, its fences could not be raised`)));
+      throw e;
+    }
+    return token;
   }
 
   nextToken(): Promise<Token> {

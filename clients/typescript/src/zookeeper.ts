@@ -86,7 +86,8 @@ export class ZooKeeperSource extends LockSource {
           await cb((d) => this.zk.remove(node, -1, d));
           return null;
         }
-        await this.waitDeleted(`${this.path}/${children[i - 1]}`, left, signal);
+        // the watch wakes us; the bound only re-checks the queue now and then
+        await this.waitDeleted(`${this.path}/${children[i - 1]}`, Math.min(left, this.base.ttlMs), signal);
       }
       this.node = node;
       this.zk.once('expired', this.onExpired);

@@ -99,6 +99,7 @@ export function sourceSuite(kind: Kind): void {
       tl.event('A', `UPDATE, a new token from the source -> ${await a.call(`update source ${t} r`)}`);
       const p = await a.call('next');
       tl.event('A', `takes its next token for a write: ${p}`);
+      assert.match(p, /^token /);
       a.freeze();
       tl.event('test', 'kill -STOP A: frozen, holding the lock as far as it knows');
       const b = await make(name, 10000);
@@ -133,7 +134,9 @@ export function sourceSuite(kind: Kind): void {
     const a = new Worker({ kind, name, ttlMs });
     try {
       tl.event('A', `acquire, fences ${ledger}/acct-1 -> ${await a.call('acquire ' + JSON.stringify(fences))}`);
-      tl.event('A', `takes its next token for a write: ${await a.call('next')}`);
+      const p = await a.call('next');
+      tl.event('A', `takes its next token for a write: ${p}`);
+      assert.match(p, /^token /);
       a.freeze();
       tl.event('test', 'kill -STOP A');
       const b = await make(name, 10000);
