@@ -182,10 +182,11 @@ sub node_tests
 	  ? ('--test-concurrency=' . ($ENV{NODE_TEST_CONCURRENCY} // 4)) : ();
 	my ($st, $out) = run(
 		name    => "node --test ($what)",
-		cmd     => [ 'node', '--test', '--test-reporter=tap', @conc, @files ],
+		# a test that hangs fails on its own, with its name, after 5 minutes
+		cmd     => [ 'node', '--test', '--test-reporter=tap', '--test-timeout=300000', @conc, @files ],
 		dir     => $dir,
 		env     => \%testenv,
-		timeout => 600,
+		timeout => 1200,
 		log     => "$tmp/node-test-$what.log");
 	my @lines = grep { !/^# Subtest:/ } split /\n/, $out;
 	my ($n, $bad) = tap_checks(join("\n", grep { !/$summary/ } @lines));

@@ -43,7 +43,7 @@ export async function makeSource(kind: Kind, pool: Pool, name: string, ttlMs: nu
     case 'zookeeper': {
       const zookeeper = await import('node-zookeeper-client');
       const { ZooKeeperSource } = await import('@fencing/client/zookeeper');
-      const zk = zookeeper.createClient(env.zk!, { sessionTimeout: ttlMs, retries: 0 });
+      const zk = zookeeper.createClient(env.zk!, { sessionTimeout: ttlMs });
       await new Promise<void>((resolve) => { zk.once('connected', () => resolve()); zk.connect(); });
       return {
         source: new ZooKeeperSource(zk, pool, { path: `/locks/${name}`, ...extra }),
