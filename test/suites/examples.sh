@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/suites/examples.sh: every example of README.md and docs/*.md, run as
+# test/suites/examples.sh: every example of README.md and docs/ (its folders too), run as
 # written.  The checks are test/t/123_examples.pl (its head says how); this
 # installs what the blocks use (Debian's packages; node-postgres from npm,
 # cached: FENCING_CLIENT_NODE_PATH) and runs that file with `make
