@@ -30,6 +30,16 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** p, or a rejection with message why once ms passed without p settling. */
+export function within<T>(p: Promise<T>, ms: number, why: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(why)), ms);
+  });
+  p.catch(() => undefined);
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 /** A PostgreSQL array literal of text values. */
 export function textArray(values: readonly string[]): string {
   return '{' + values.map((v) => '"' + v.replace(/[\\"]/g, (c) => '\\' + c) + '"').join(',') + '}';
@@ -214,7 +224,9 @@ export abstract class LockSource implements TokenSource {
       void this.serial(async () => {
         if (!this.held) return;
         try {
-          if (await this.renew()) this.lastRenewed = Date.now();
+          // a renewal still unanswered when the TTL since the last one has passed is given up
+          const left = Math.max(1, this.base.ttlMs - (Date.now() - this.lastRenewed));
+          if (await within(this.renew(), left, `${this.describe()}: the renewal got no answer`)) this.lastRenewed = Date.now();
           else return this.markLost(`${this.describe()} could not be renewed: it expired or was taken over`);
         } catch (e) {
           // the service did not answer: the lock is lost once a whole TTL passed unrenewed
