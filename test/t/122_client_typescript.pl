@@ -9,27 +9,29 @@
 #                         an npm cache this test may write: the fresh
 #                         project that installs the packed tarball takes
 #                         its dependencies through it
-#   FENCING_CLIENT_STORM  1: run the storm (20 workers x 100 grants, Redis
-#                         locks of 300 ms running out under holders); else
-#                         it is left out, with a note
+#   FENCING_CLIENT_STORM  1: run the storm (20 workers x 40 grants, Redis
+#                         locks of 300 ms running out under holders), beside
+#                         the other test files; else it is left out, with a
+#                         note
 #
 # Without FENCING_CLIENT_TS the test is skipped;
 # test/suites/client_typescript.sh installs node and npm, runs npm ci and
 # sets the variables.  The test builds the package with tsc --strict
-# (declarations included) and checks its entry points; packs it (npm pack)
-# and installs the tarball into a fresh project whose CommonJS and ESM
-# files import every entry point, pass tsc --strict and run; starts a
-# server (fencing preloaded), etcd, Redis, PgBouncer (transaction pooling,
-# one server connection) and a three-server ZooKeeper ensemble as its own
-# child processes on free ports; runs the tests with node's test runner
-# (one check per test, their timelines as notes); then the README's two
-# programs (examples/quickstart.ts and examples/worker.ts, which the README
-# must show verbatim) twice each on an empty database, a small run of the
-# benchmark, and the storm.  Then every server and worker of the run must
-# be gone.
+# (declarations included) and checks its entry points; packs it (npm pack
+# of that build) and, while the rest runs, installs the tarball into a
+# fresh project whose CommonJS and ESM files import every entry point, pass
+# tsc --strict and run; builds the tests; starts a server (fencing
+# preloaded), etcd, Redis, PgBouncer (transaction pooling, one server
+# connection) and a three-server ZooKeeper ensemble as its own child
+# processes on free ports; runs every test file with node's test runner,
+# the files side by side (one check per test, their timelines as notes);
+# then the README's two programs (examples/quickstart.ts and
+# examples/worker.ts, which the README must show verbatim) twice each on an
+# empty database and a small run of the benchmark.  Then every server and
+# worker of the run must be gone.
 use strict;
 use warnings;
-use FencingClients qw(need_env server run tap_checks stop_all leftovers);
+use FencingClients qw(need_env server run start finish tap_checks stop_all leftovers);
 use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -51,10 +53,9 @@ ok(-f "$dir/node_modules/.complete",
 	"npm ci from clients/typescript/package-lock.json (node_modules $modules)")
   or BAIL_OUT('no node_modules');
 
-my ($st, $out) = run(cmd => [ 'sh', '-c',
-		'./node_modules/.bin/tsc -p tsconfig.json && ./node_modules/.bin/tsc -p tsconfig.test.json' ],
-	dir => $dir, timeout => 600);
-ok($st == 0, 'tsc builds the library (with its .d.ts) and the tests, examples and benchmark')
+my $t0 = time;
+my ($st, $out) = run(cmd => [ './node_modules/.bin/tsc', '-p', 'tsconfig.json' ], dir => $dir, timeout => 600);
+ok($st == 0, sprintf('tsc --strict builds the library with its .d.ts (%.0f s)', time - $t0))
   or do { diag($out); BAIL_OUT('tsc failed'); };
 
 my $pkg = decode_json(slurp_file("$dir/package.json"));
@@ -79,10 +80,11 @@ ok(!@missing && $pkg->{name} eq '@fencing/client' && $pkg->{version} eq '1.4.0' 
 my $lock = decode_json(slurp_file("$dir/package-lock.json"));
 my %v = map { $_ => $lock->{packages}{"node_modules/$_"}{version} }
   qw(pg ioredis etcd3 node-zookeeper-client typescript @types/node @types/pg @types/node-zookeeper-client);
-($st, $out) = run(cmd => [ 'npm', 'pack', '--silent', '--cache', $env->{FENCING_CLIENT_TS_NPM_CACHE} ],
+# the build above is what the package holds (prepack would run tsc again)
+($st, $out) = run(cmd => [ 'npm', 'pack', '--silent', '--ignore-scripts', '--cache', $env->{FENCING_CLIENT_TS_NPM_CACHE} ],
 	dir => $dir, timeout => 300);
 my ($tgz) = $out =~ /^(fencing-client-[\d.]+\.tgz)$/m;
-ok($st == 0 && $tgz && -f "$dir/$tgz", "npm pack builds the package and writes " . ($tgz // '?'))
+ok($st == 0 && $tgz && -f "$dir/$tgz", "npm pack packs that build into " . ($tgz // '?'))
   or diag($out);
 my $user = "$tmp/user-project";
 mkdir $user;
@@ -94,11 +96,6 @@ print $pj JSON::PP->new->canonical->pretty->encode({
 		map { $_ => $v{$_} } qw(pg ioredis etcd3 node-zookeeper-client) },
 	devDependencies => { map { $_ => $v{$_} } qw(typescript @types/node @types/pg @types/node-zookeeper-client) } });
 close $pj;
-($st, $out) = run(cmd => [ 'npm', 'install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error',
-		'--cache', $env->{FENCING_CLIENT_TS_NPM_CACHE} ], dir => $user, timeout => 600);
-ok($st == 0 && -f "$user/node_modules/\@fencing/client/dist/index.js",
-	"npm install ./$tgz (and pg, ioredis, etcd3, node-zookeeper-client, the \@types) in a fresh project")
-  or diag($out);
 my $app = <<'EOT';
 // A user's program (KIND): every entry point, every source, typed.
 import { Pool } from 'pg';
@@ -141,15 +138,22 @@ open my $tc, '>', "$user/tsconfig.json" or die $!;
 print $tc '{ "compilerOptions": { "strict": true, "module": "node16", "moduleResolution": "node16",'
   . ' "target": "ES2022", "types": ["node"], "outDir": "out" }, "include": ["app.ts", "app.mts"] }' . "\n";
 close $tc;
-($st, $out) = run(cmd => [ "$user/node_modules/.bin/tsc", '-p', '.' ], dir => $user, timeout => 300);
-ok($st == 0, "tsc --strict (no skipLibCheck) of a user's CommonJS and ESM files importing every entry point and source")
-  or diag($out);
-my ($cjs_st, $cjs) = run(cmd => [ 'node', 'out/app.js' ], dir => $user, timeout => 60);
-my ($esm_st, $esm) = run(cmd => [ 'node', 'out/app.mjs' ], dir => $user, timeout => 60);
-ok($cjs_st == 0 && $esm_st == 0 && $cjs =~ /^CommonJS: 5 sources, 3 helpers, true$/m
-	  && $esm =~ /^ESM: 5 sources, 3 helpers, true$/m,
-	'the installed package runs from require() and from import')
-  or diag("$cjs\n$esm");
+# npm install, tsc --strict and both runs, one after the other, while the
+# tests build and run: each step's output in its own file, then its status
+my @steps = (
+	[ npm => "npm install --prefer-offline --no-audit --no-fund --loglevel=error --cache '$env->{FENCING_CLIENT_TS_NPM_CACHE}'" ],
+	[ tsc => './node_modules/.bin/tsc -p .' ],
+	[ cjs => 'node out/app.js' ],
+	[ esm => 'node out/app.mjs' ]);
+my $user_job = start(
+	cmd => [ 'sh', '-c', join(' && ', map { "{ $_->[1] >$_->[0].log 2>&1; s=\$?; echo \$s >$_->[0].status; [ \$s = 0 ]; }" } @steps) ],
+	dir => $user, timeout => 900, name => 'the fresh project', log => "$tmp/user-project.log");
+
+# ---- the tests, examples and benchmark ------------------------------------------
+$t0 = time;
+($st, $out) = run(cmd => [ './node_modules/.bin/tsc', '-p', 'tsconfig.test.json' ], dir => $dir, timeout => 600);
+ok($st == 0, sprintf('tsc --strict builds the tests, examples and benchmark (%.0f s)', time - $t0))
+  or do { diag($out); BAIL_OUT('tsc failed'); };
 
 # ---- the servers ---------------------------------------------------------------
 my $node = server('client_typescript');
@@ -161,7 +165,7 @@ CREATE EXTENSION fencing;
 CREATE TABLE fencing_lock_generations (service text PRIMARY KEY, generation bigint NOT NULL);
 INSERT INTO fencing_lock_generations VALUES ('etcd', 0), ('zookeeper', 0), ('redis', 0);
 });
-my $t0 = time;
+$t0 = time;
 my $svc = FencingClients::services($node, $db, qw(etcd redis pgbouncer zookeeper));
 ok($svc, sprintf('etcd, Redis, PgBouncer (transaction pooling, one server connection) and a three-server ZooKeeper ensemble are up (%.0f s)', time - $t0))
   or BAIL_OUT('the lock services did not start');
@@ -178,15 +182,16 @@ my $summary = qr/^# (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) 
 sub node_tests
 {
 	my ($what, @files) = @_;
+	# every file at once: they spend their time waiting for TTLs to run out
 	my @conc = (split /\./, substr($node_v, 1))[0] >= 20
-	  ? ('--test-concurrency=' . ($ENV{NODE_TEST_CONCURRENCY} // 4)) : ();
+	  ? ('--test-concurrency=' . ($ENV{NODE_TEST_CONCURRENCY} // scalar @files)) : ();
 	my ($st, $out) = run(
 		name    => "node --test ($what)",
-		# a test that hangs fails on its own, with its name, after 5 minutes
-		cmd     => [ 'node', '--test', '--test-reporter=tap', '--test-timeout=300000', @conc, @files ],
+		# a test that hangs fails on its own, with its name, after 4 minutes
+		cmd     => [ 'node', '--test', '--test-reporter=tap', '--test-timeout=240000', @conc, @files ],
 		dir     => $dir,
 		env     => \%testenv,
-		timeout => 1200,
+		timeout => 900,
 		log     => "$tmp/node-test-$what.log");
 	my @lines = grep { !/^# Subtest:/ } split /\n/, $out;
 	my ($n, $bad) = tap_checks(join("\n", grep { !/$summary/ } @lines));
@@ -198,9 +203,14 @@ sub node_tests
 	}
 	return $n;
 }
+my $storm = ($ENV{FENCING_CLIENT_STORM} // '') eq '1';
 my @files = map { "build/test/" . (split m{/})[-1] }
-  grep { !m{/storm\.test\.js$} } glob("$dir/build/test/*.test.js");
-node_tests('main', @files);
+  grep { $storm || !m{/storm\.test\.js$} } glob("$dir/build/test/*.test.js");
+note 'the storm runs when FENCING_CLIENT_STORM=1 (the suite: on PostgreSQL 15 only, to keep it short)'
+  unless $storm;
+$t0 = time;
+my $n = node_tests('all', @files);
+note sprintf('node --test: %d tests of %d files in %.0f s', $n, scalar @files, time - $t0);
 
 # ---- the README's programs, verbatim, on an empty database, twice ----------
 my @blocks = slurp_file("$dir/README.md") =~ /^```(?:ts|typescript)\n(.*?)^```$/msg;
@@ -237,15 +247,24 @@ note $out;
 ok($st == 0, 'the benchmark runs (runFenced against the same transaction by hand, interleaved)')
   or diag($out);
 
-# ---- the storm -------------------------------------------------------------------
-if (($ENV{FENCING_CLIENT_STORM} // '') eq '1')
-{
-	node_tests('storm', 'build/test/storm.test.js');
-}
-else
-{
-	note 'the storm runs when FENCING_CLIENT_STORM=1 (the suite: on PostgreSQL 15 only, to keep it short)';
-}
+# ---- the fresh project -----------------------------------------------------------
+$t0 = time;
+my ($user_st) = finish($user_job);
+my %step = map {
+	my $f = "$user/$_->[0]";
+	($_->[0] => { st => (-f "$f.status" ? slurp_file("$f.status") + 0 : 'not run'),
+		out => (-f "$f.log" ? slurp_file("$f.log") : '') })
+} @steps;
+note sprintf('the fresh project ended %.0f s after the benchmark (exit %s)', time - $t0, $user_st);
+ok($step{npm}{st} eq '0' && -f "$user/node_modules/\@fencing/client/dist/index.js",
+	"npm install ./$tgz (and pg, ioredis, etcd3, node-zookeeper-client, the \@types) in a fresh project")
+  or diag($step{npm}{out});
+ok($step{tsc}{st} eq '0', "tsc --strict (no skipLibCheck) of a user's CommonJS and ESM files importing every entry point and source")
+  or diag($step{tsc}{out});
+ok($step{cjs}{st} eq '0' && $step{esm}{st} eq '0' && $step{cjs}{out} =~ /^CommonJS: 5 sources, 3 helpers, true$/m
+	  && $step{esm}{out} =~ /^ESM: 5 sources, 3 helpers, true$/m,
+	'the installed package runs from require() and from import')
+  or diag("$step{cjs}{out}\n$step{esm}{out}");
 
 # ---- nothing left behind -------------------------------------------------------
 stop_all();

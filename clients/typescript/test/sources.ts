@@ -11,8 +11,8 @@ export const KINDS: Kind[] = ['lease', 'etcd', 'zookeeper', 'redis'];
 
 /** The shortest lock each service holds reliably, and a pause well past it (ms). */
 export const TTL: Record<Kind, { ttlMs: number; pauseMs: number }> = {
-  lease: { ttlMs: 1000, pauseMs: 2500 },
-  redis: { ttlMs: 1000, pauseMs: 2500 },
+  lease: { ttlMs: 2000, pauseMs: 5000 },      // renewed every 667 ms: room for a loaded machine's late timers
+  redis: { ttlMs: 2000, pauseMs: 5000 },
   etcd: { ttlMs: 2000, pauseMs: 5000 },       // etcd's leases are whole seconds, 2 s at least here
   zookeeper: { ttlMs: 2000, pauseMs: 5000 },  // the session timeout (the ensemble allows 1 s to 10 s)
 };
