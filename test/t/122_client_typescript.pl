@@ -54,7 +54,7 @@ ok(-f "$dir/node_modules/.complete",
   or BAIL_OUT('no node_modules');
 
 my $t0 = time;
-my ($st, $out) = run(cmd => [ './node_modules/.bin/tsc', '-p', 'tsconfig.json' ], dir => $dir, timeout => 600);
+my ($st, $out) = run(cmd => [ "$dir/node_modules/.bin/tsc", '-p', 'tsconfig.json' ], dir => $dir, timeout => 600);
 ok($st == 0, sprintf('tsc --strict builds the library with its .d.ts (%.0f s)', time - $t0))
   or do { diag($out); BAIL_OUT('tsc failed'); };
 
@@ -151,7 +151,7 @@ my $user_job = start(
 
 # ---- the tests, examples and benchmark ------------------------------------------
 $t0 = time;
-($st, $out) = run(cmd => [ './node_modules/.bin/tsc', '-p', 'tsconfig.test.json' ], dir => $dir, timeout => 600);
+($st, $out) = run(cmd => [ "$dir/node_modules/.bin/tsc", '-p', 'tsconfig.test.json' ], dir => $dir, timeout => 600);
 ok($st == 0, sprintf('tsc --strict builds the tests, examples and benchmark (%.0f s)', time - $t0))
   or do { diag($out); BAIL_OUT('tsc failed'); };
 
