@@ -67,10 +67,15 @@ function beginStatement(isolation?: IsolationLevel): string {
   }
 }
 
-/** A signal that aborts when any of signals does. */
+/** A signal that never aborts. */
+const NEVER = new AbortController().signal;
+const NOTHING = (): void => undefined;
+
+/** A signal that aborts when any of signals does (one of them itself, when there is only one). */
 function anySignal(signals: (AbortSignal | undefined)[]): { signal: AbortSignal; dispose(): void } {
-  const c = new AbortController();
   const live = signals.filter((s): s is AbortSignal => s !== undefined);
+  if (live.length <= 1) return { signal: live[0] ?? NEVER, dispose: NOTHING };
+  const c = new AbortController();
   const onAbort = (e: Event) => c.abort((e.target as AbortSignal).reason);
   for (const s of live) {
     if (s.aborted) { c.abort(s.reason); break; }
