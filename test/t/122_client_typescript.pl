@@ -9,7 +9,7 @@
 #                         an npm cache this test may write: the fresh
 #                         project that installs the packed tarball takes
 #                         its dependencies through it
-#   FENCING_CLIENT_STORM  1: run the storm (20 workers x 40 grants, Redis
+#   FENCING_CLIENT_STORM  1: run the storm (20 workers x 30 grants, Redis
 #                         locks of 300 ms running out under holders), beside
 #                         the other test files; else it is left out, with a
 #                         note

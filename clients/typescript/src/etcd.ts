@@ -27,6 +27,7 @@ export class EtcdSource extends LockSource {
   private key: string | null = null;
   private createRevision = '0';
   private generation = 0n;
+  protected override readonly nextRenews = false;
 
   /** ttlMs is rounded up to whole seconds, etcd's unit (at least 1 s; etcd may grant more). */
   constructor(private readonly etcd: Etcd3, db: Pool, private readonly opts: EtcdSourceOptions) {
@@ -47,6 +48,7 @@ export class EtcdSource extends LockSource {
     const lease = this.etcd.lease(Math.max(1, Math.ceil(this.opts.ttlMs / 1000)), { autoKeepAlive: false });
     lease.on('lost', () => undefined); // our own renewal tells the loss (source.ts)
     try {
+      this.renewedAt = Date.now();
       const id = await lease.grant();
       const key = `${this.name}/${BigInt(id).toString(16)}`;
       const put = await this.etcd.if(key, 'Create', '==', 0)
@@ -70,12 +72,18 @@ export class EtcdSource extends LockSource {
           return null;
         }
         // the key just before ours: wait for it to go, keeping our lease alive
+        this.renewedAt = Date.now();
         await lease.keepaliveOnce();
         const before = kvs.filter((kv) => BigInt(kv.create_revision) < BigInt(mine)).pop();
         const chunk = Math.min(left, Math.max(100, Math.floor(this.opts.ttlMs / 3)));
         if (before) await this.waitDeleted(before.key.toString(), all.header.revision, chunk, signal);
       }
       this.generation = await readGeneration(this.db, this.opts, 'etcd');
+      if (Date.now() - this.renewedAt > this.opts.ttlMs / 3) {
+        // that took a while: renew before the first token (next() leaves the lease alone)
+        this.renewedAt = Date.now();
+        await lease.keepaliveOnce();
+      }
       const token = await this.next();
       if (!token) throw new Error(`${this.describe()}: lost right after it was taken`);
       return token;

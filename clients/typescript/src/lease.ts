@@ -67,6 +67,7 @@ export class LeaseSource extends LockSource {
 
   protected grant(until: number, signal?: AbortSignal): Promise<Token | null> {
     return this.poll(until, signal, async () => {
+      this.renewedAt = Date.now();
       const t = await this.one('SELECT fencing.lease_acquire($1, $2, $3::interval)::text AS v',
         [this.name, this.holder, this.ttl]);
       return t === null ? null : Token.parse(t);

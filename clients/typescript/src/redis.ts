@@ -74,6 +74,7 @@ export class RedisSource extends LockSource {
   protected grant(until: number, signal?: AbortSignal): Promise<Token | null> {
     return this.poll(until, signal, async () => {
       const id = randomUUID();
+      this.renewedAt = Date.now();
       const n = (await this.redis.eval(ACQUIRE_SCRIPT, 2, this.lockKey, this.counterKey, id, this.ttl())) as number | null;
       if (n === null) return null;
       this.id = id;

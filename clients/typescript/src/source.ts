@@ -87,6 +87,14 @@ export abstract class LockSource implements TokenSource {
   private controller: AbortController | null = null;
   private renewTimer: NodeJS.Timeout | null = null;
   private lastRenewed = 0;
+  /**
+   * Set by a subclass's grant() to the moment it sent the request that
+   * started the lock's TTL (its last renewal while it waited): the renewals
+   * count from there, not from the end of grant().
+   */
+  protected renewedAt = 0;
+  /** Whether next() renews the lock too (not etcd's put, which leaves its lease alone). */
+  protected readonly nextRenews: boolean = true;
   private ops: Promise<unknown> = Promise.resolve();
 
   protected constructor(protected readonly db: Pool, protected readonly base: SourceOptions) {
@@ -138,11 +146,13 @@ export abstract class LockSource implements TokenSource {
     const token = await this.serial(async () => {
       options.signal?.throwIfAborted();
       if (this.held) throw new FencingError(`${this.describe()} is already held by this source`);
+      this.renewedAt = 0;
+      const started = Date.now();
       const t = await this.grant(until, options.signal);
       if (!t) return null;
       this.current = t;
       this.controller = new AbortController();
-      this.lastRenewed = Date.now();
+      this.lastRenewed = this.renewedAt || started;
       this.startRenewal();
       return t;
     });
@@ -164,13 +174,14 @@ export abstract class LockSource implements TokenSource {
   /** nextToken's body, for a caller that already runs in serial(). */
   protected async nextLocked(): Promise<Token> {
     if (!this.held) throw this.lostReason();
+    const sent = Date.now();
     const t = await this.next();
     if (!t) {
       this.markLost(`${this.describe()} is no longer held`);
       throw this.lostReason();
     }
     this.current = t;
-    this.lastRenewed = Date.now();
+    if (this.nextRenews) this.lastRenewed = sent;
     return t;
   }
 
@@ -223,10 +234,11 @@ export abstract class LockSource implements TokenSource {
       this.renewTimer = null;
       void this.serial(async () => {
         if (!this.held) return;
+        const sent = Date.now();
         try {
           // a renewal still unanswered when the TTL since the last one has passed is given up
           const left = Math.max(1, this.base.ttlMs - (Date.now() - this.lastRenewed));
-          if (await within(this.renew(), left, `${this.describe()}: the renewal got no answer`)) this.lastRenewed = Date.now();
+          if (await within(this.renew(), left, `${this.describe()}: the renewal got no answer`)) this.lastRenewed = sent;
           else return this.markLost(`${this.describe()} could not be renewed: it expired or was taken over`);
         } catch (e) {
           // the service did not answer: the lock is lost once a whole TTL passed unrenewed
@@ -240,7 +252,8 @@ export abstract class LockSource implements TokenSource {
         }
       });
     };
-    this.renewTimer = setTimeout(tick, every);
+    // the first renewal a third of the TTL after the lock's TTL started (at once if grant() took longer)
+    this.renewTimer = setTimeout(tick, Math.max(0, every - (Date.now() - this.lastRenewed)));
     this.renewTimer.unref();
   }
 

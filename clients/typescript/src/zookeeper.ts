@@ -234,6 +234,8 @@ export class ZooKeeperSource extends LockSource {
       this.node = node;
       this.state.hold(this, () => this.markLost(`${this.describe()}: the session expired`));
       this.generation = await readGeneration(this.db, this.opts, 'zookeeper');
+      // the session is the lock's TTL: alive as of this request's answer
+      this.renewedAt = Date.now();
       const token = await this.next();
       if (!token) throw new Error(`${this.describe()}: lost right after it was taken`);
       return token;

@@ -1,6 +1,9 @@
 // What every token source must do, against its real service: the same
-// tests for the lease, etcd, ZooKeeper and Redis (one file each calls
-// sourceSuite(kind)).
+// tests for the lease, etcd, ZooKeeper and Redis, in two parts so that the
+// test runner runs them side by side: source_KIND.test.ts calls
+// sourceSuite(kind, 'locks') (tokens, exclusion, 100 transactions, the lost
+// signal), source_KIND_pause.test.ts sourceSuite(kind, 'pauses') (a holder
+// frozen with SIGSTOP, the first meter).
 
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +13,7 @@ import {
 import { ledgerTable, newPool, protectedTable, Timeline, unique, waitFor, Worker } from './helpers';
 import { Kind, makeSource, Made, TTL } from './sources';
 
-export function sourceSuite(kind: Kind): void {
+export function sourceSuite(kind: Kind, part: 'locks' | 'pauses'): void {
   const pool = newPool({ max: 6 });
   const opened: Made[] = [];
   after(async () => {
@@ -24,7 +27,7 @@ export function sourceSuite(kind: Kind): void {
   };
   const { ttlMs, pauseMs } = TTL[kind];
 
-  test(`${kind}: every token beats the one before: the grant, each nextToken(), the next grant`, async () => {
+  if (part === 'locks') test(`${kind}: every token beats the one before: the grant, each nextToken(), the next grant`, async () => {
     const name = unique('tok');
     const src = await make(name, 10000);
     const seen: Token[] = [];
@@ -39,7 +42,7 @@ export function sourceSuite(kind: Kind): void {
     for (let i = 1; i < seen.length; i++) assert.ok(seen[i].compare(seen[i - 1]) > 0, `${seen[i]} > ${seen[i - 1]}`);
   });
 
-  test(`${kind}: tryAcquire gives another holder no token; acquire waits up to timeoutMs, a signal aborts it; release hands over`, async () => {
+  if (part === 'locks') test(`${kind}: tryAcquire gives another holder no token; acquire waits up to timeoutMs, a signal aborts it; release hands over`, async () => {
     const name = unique('ex');
     const a = await make(name, 10000);
     const b = await make(name, 10000);
@@ -60,7 +63,7 @@ export function sourceSuite(kind: Kind): void {
     await b.release();
   });
 
-  test(`${kind}: 100 transactions under one lock in strict mode, 0 refusals; after release the source refuses to hand out tokens (LockLostError)`, async () => {
+  if (part === 'locks') test(`${kind}: 100 transactions under one lock in strict mode, 0 refusals; after release the source refuses to hand out tokens (LockLostError)`, async () => {
     const t = await protectedTable(pool, `ts_many_${kind}`);
     const src = await make(unique('many'), 10000);
     await src.acquire();
@@ -89,7 +92,7 @@ export function sourceSuite(kind: Kind): void {
     assert.equal((await pool.query(`SELECT n FROM ${t} WHERE id = 'r'`)).rows[0].n, 100);
   });
 
-  test(`${kind}: a holder frozen (SIGSTOP) past its TTL loses the lock: when it wakes, its token in flight is refused (StaleTokenError), the source refuses a new one (LockLostError), lost and onLost tell it`, async (tc) => {
+  if (part === 'pauses') test(`${kind}: a holder frozen (SIGSTOP) past its TTL loses the lock: when it wakes, its token in flight is refused (StaleTokenError), the source refuses a new one (LockLostError), lost and onLost tell it`, async (tc) => {
     const name = unique('frozen');
     const t = await protectedTable(pool, `ts_frozen_${kind}`);
     const tl = new Timeline();
@@ -126,7 +129,7 @@ export function sourceSuite(kind: Kind): void {
     }
   });
 
-  test(`${kind}: the first meter: a holder frozen after the new holder took the lock, before its first write, is refused once the new holder raised its fences`, async (tc) => {
+  if (part === 'pauses') test(`${kind}: the first meter: a holder frozen after the new holder took the lock, before its first write, is refused once the new holder raised its fences`, async (tc) => {
     const name = unique('meter');
     const ledger = await ledgerTable(pool, `ts_meter_${kind}`);
     const fences = [{ table: ledger, key: 'acct-1' }];
@@ -162,7 +165,7 @@ export function sourceSuite(kind: Kind): void {
     }
   });
 
-  test(`${kind}: a lock lost while held aborts lost and calls onLost once; the paused holder is told when it wakes`, async () => {
+  if (part === 'locks') test(`${kind}: a lock lost while held aborts lost and calls onLost once; the paused holder is told when it wakes`, async () => {
     const name = unique('lost');
     let calls = 0;
     const a = await make(name, ttlMs, { onLost: () => { calls++; } });

@@ -1,4 +1,4 @@
-// The lease source against its real service: test/source-suite.ts.
+// The lease source against its real service, its locks: test/source-suite.ts (the pauses: source_lease_pause.test.ts).
 import { sourceSuite } from './source-suite';
 
-sourceSuite('lease');
+sourceSuite('lease', 'locks');

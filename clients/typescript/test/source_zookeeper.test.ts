@@ -10,7 +10,7 @@ import { ZooKeeperSource } from '@fencing/client/zookeeper';
 import { sourceSuite } from './source-suite';
 import { env, newPool, unique, waitFor } from './helpers';
 
-sourceSuite('zookeeper');
+sourceSuite('zookeeper', 'locks');
 
 const pool = newPool({ max: 2 });
 after(() => pool.end());

@@ -9,12 +9,17 @@ import { env } from './helpers';
 export type Kind = 'lease' | 'etcd' | 'zookeeper' | 'redis';
 export const KINDS: Kind[] = ['lease', 'etcd', 'zookeeper', 'redis'];
 
-/** The shortest lock each service holds reliably, and a pause well past it (ms). */
+/**
+ * The locks of the tests that let a lock run out (a holder frozen past its
+ * TTL), and a pause well past it (ms): 3 s, renewed every second, leaves a
+ * loaded machine's late timers and slow answers room (2 s lost locks
+ * before their first write when twenty test processes started at once).
+ */
 export const TTL: Record<Kind, { ttlMs: number; pauseMs: number }> = {
-  lease: { ttlMs: 2000, pauseMs: 5000 },      // renewed every 667 ms: room for a loaded machine's late timers
-  redis: { ttlMs: 2000, pauseMs: 5000 },
-  etcd: { ttlMs: 2000, pauseMs: 5000 },       // etcd's leases are whole seconds, 2 s at least here
-  zookeeper: { ttlMs: 2000, pauseMs: 5000 },  // the session timeout (the ensemble allows 1 s to 10 s)
+  lease: { ttlMs: 3000, pauseMs: 7000 },
+  redis: { ttlMs: 3000, pauseMs: 7000 },
+  etcd: { ttlMs: 3000, pauseMs: 7000 },       // etcd's leases are whole seconds
+  zookeeper: { ttlMs: 3000, pauseMs: 7000 },  // the session timeout (the ensemble allows 1 s to 10 s)
 };
 
 export interface Made {

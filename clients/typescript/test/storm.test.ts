@@ -9,7 +9,7 @@
 // before it, no write after a newer holder's was accepted, every refusal
 // was a classified SF001, and no pooled connection holds a token.
 //
-// FENCING_TS_STORM="workers rounds ttl_ms" changes the size (default 20 40 300).
+// FENCING_TS_STORM="workers rounds ttl_ms" changes the size (default 20 30 300).
 
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,7 +18,7 @@ import { FencedOutError, LockLostError, runFenced, StaleTokenError, StaticToken,
 import { RedisSource } from '@fencing/client/redis';
 import { env, newPool, unique } from './helpers';
 
-const [WORKERS, ROUNDS, TTL_MS] = (process.env.FENCING_TS_STORM ?? '20 40 300').split(/\s+/).map(Number);
+const [WORKERS, ROUNDS, TTL_MS] = (process.env.FENCING_TS_STORM ?? '20 30 300').split(/\s+/).map(Number);
 const RESOURCES = 8;
 const PAUSE_P = 0.05;
 const POOL_MAX = 10;
