@@ -47,9 +47,12 @@ export class EtcdSource extends LockSource {
   protected async grant(until: number, signal?: AbortSignal): Promise<Token | null> {
     const lease = this.etcd.lease(Math.max(1, Math.ceil(this.opts.ttlMs / 1000)), { autoKeepAlive: false });
     lease.on('lost', () => undefined); // our own renewal tells the loss (source.ts)
+    let stop = (): void => undefined;
     try {
       this.renewedAt = Date.now();
       const id = await lease.grant();
+      // the lease lives from now on: kept alive while the lock is waited for and taken
+      stop = this.keepAlive(() => lease.keepaliveOnce());
       const key = `${this.name}/${BigInt(id).toString(16)}`;
       const put = await this.etcd.if(key, 'Create', '==', 0)
         .then(this.etcd.put(key).value('').lease(id))
@@ -71,19 +74,12 @@ export class EtcdSource extends LockSource {
           await this.releaseGrant();
           return null;
         }
-        // the key just before ours: wait for it to go, keeping our lease alive
-        this.renewedAt = Date.now();
-        await lease.keepaliveOnce();
+        // the key just before ours: wait for it to go
         const before = kvs.filter((kv) => BigInt(kv.create_revision) < BigInt(mine)).pop();
         const chunk = Math.min(left, Math.max(100, Math.floor(this.opts.ttlMs / 3)));
         if (before) await this.waitDeleted(before.key.toString(), all.header.revision, chunk, signal);
       }
       this.generation = await readGeneration(this.db, this.opts, 'etcd');
-      if (Date.now() - this.renewedAt > this.opts.ttlMs / 3) {
-        // that took a while: renew before the first token (next() leaves the lease alone)
-        this.renewedAt = Date.now();
-        await lease.keepaliveOnce();
-      }
       const token = await this.next();
       if (!token) throw new Error(`${this.describe()}: lost right after it was taken`);
       return token;
@@ -91,6 +87,8 @@ export class EtcdSource extends LockSource {
       await this.releaseGrant().catch(() => undefined);
       await lease.revoke().catch(() => undefined);
       throw e;
+    } finally {
+      stop();
     }
   }
 

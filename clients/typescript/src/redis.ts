@@ -78,11 +78,14 @@ export class RedisSource extends LockSource {
       const n = (await this.redis.eval(ACQUIRE_SCRIPT, 2, this.lockKey, this.counterKey, id, this.ttl())) as number | null;
       if (n === null) return null;
       this.id = id;
+      const stop = this.keepAlive(() => this.renew());
       try {
         this.generation = await readGeneration(this.db, this.opts, 'redis');
       } catch (e) {
         await this.releaseGrant();
         throw e;
+      } finally {
+        stop();
       }
       return new Token(this.generation, BigInt(n));
     });

@@ -262,6 +262,23 @@ export abstract class LockSource implements TokenSource {
     this.renewTimer = null;
   }
 
+  /**
+   * For grant(), once the lock's TTL has started while it still has work to
+   * do (the generation to read, the first token to take): renews every third
+   * of the TTL, as the holder will once it holds the lock.  Returns stop().
+   */
+  protected keepAlive(renew: () => Promise<unknown>): () => void {
+    const every = Math.max(10, Math.floor(this.base.ttlMs / 3));
+    const timer = setInterval(() => {
+      const sent = Date.now();
+      renew().then((ok) => {
+        if (ok !== false) this.renewedAt = Math.max(this.renewedAt, sent);
+      }, () => undefined);
+    }, every);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
   /** Polls grantOnce() until it grants or `until` passes (sources without a queue). */
   protected async poll(until: number, signal: AbortSignal | undefined, grantOnce: () => Promise<Token | null>): Promise<Token | null> {
     for (;;) {
