@@ -77,7 +77,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race detach_rr \
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race detach_rr first_meter_transfer \
 	ddl_guard_race ddl_guard_locks seed_protect_race seed_attach_race scope_lifecycle_rr \
 	trigger_owner_race checks_before_locks
 
