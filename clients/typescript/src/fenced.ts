@@ -3,8 +3,8 @@
 // transaction and retry machinery they share with runOnce.
 
 import type { ClientBase, Pool, PoolClient } from 'pg';
-import { classifyError, FencingError, TokenRequiredError } from './errors';
-import { PIPELINED, PipelinedToken } from './lease';
+import { classifyError, FencingError } from './errors';
+import { LeaseSource, NEXT_ON } from './lease';
 import { pipeline, PipelineError, Row, Statement } from './pipeline';
 import { sleep } from './source';
 import { AcquireOptions, isTokenSource, Token, TokenSource } from './token';
@@ -50,8 +50,12 @@ export class TransactionAbortedError extends Error {
 
 const RETRYABLE = new Set(['40001', '40P01']);
 const TOKEN_SQL = 'SELECT fencing.set_token($1)::text AS token';
-const LEFTOVER_SQL =
+// The pool check: at the start of a transaction a fencing.token is a
+// session-level leftover.  Read first, then the token set, in one statement
+// (a call by name; its columns are evaluated in order).
+const CHECK_SQL =
   "SELECT pg_catalog.current_setting('fencing.token', true) AS leftover, pg_catalog.pg_backend_pid()::text AS pid";
+const CHECK_AND_SET_SQL = `${CHECK_SQL}, fencing.set_token($1)::text AS token`;
 
 function isPool(db: Queryable): db is Pool {
   return typeof (db as Pool).totalCount === 'number' && typeof (db as PoolClient).release !== 'function';
@@ -84,39 +88,26 @@ function anySignal(signals: (AbortSignal | undefined)[]): { signal: AbortSignal;
   return { signal: c.signal, dispose: () => live.forEach((s) => s.removeEventListener('abort', onAbort)) };
 }
 
-/** How the transaction gets its token: a statement in the BEGIN pipeline. */
+/** How the transaction gets its token: the statement after BEGIN, in its round trip. */
 export interface TokenPlan {
-  statement: Statement | null;
+  /** the pool check, and set_token when there is a token */
+  statement: Statement;
   lostSignal?: AbortSignal;
-  /** the token the statement returned (or the one it bound) */
+  /** the transaction's token */
   token(row: Row | undefined): Token | null;
-  done(committed: boolean, token: Token | null): void;
-  /** the token statement failed: the error to throw */
+  /** the statement failed: the error to throw */
   failed(err: unknown): unknown;
 }
 
-export async function tokenPlan(source: TokenSource | Token | string | null): Promise<TokenPlan> {
+export async function tokenPlan(source: TokenSource | Token | string | null, given?: Token): Promise<TokenPlan> {
   if (source === null) {
-    return { statement: null, token: () => null, done: () => undefined, failed: classifyError };
+    return { statement: { text: CHECK_SQL }, token: () => null, failed: classifyError };
   }
-  const lease = isTokenSource(source) ? (source as unknown as { [PIPELINED]?: () => Promise<PipelinedToken> }) : null;
-  if (lease && typeof lease[PIPELINED] === 'function') {
-    const p = await lease[PIPELINED]!();
-    return {
-      statement: p.statement,
-      lostSignal: (source as TokenSource).lost,
-      token: (row) => (row?.token ? Token.parse(row.token) : null),
-      done: p.done,
-      // set_token(NULL): lease_next found the lease not held
-      failed: (err) => { const e = classifyError(err); return e instanceof TokenRequiredError ? p.lostNow() : e; },
-    };
-  }
-  const t = isTokenSource(source) ? await source.nextToken() : Token.from(source);
+  const t = given ?? (isTokenSource(source) ? await source.nextToken() : Token.from(source));
   return {
-    statement: { text: TOKEN_SQL, values: [t.toString()] },
+    statement: { text: CHECK_AND_SET_SQL, values: [t.toString()] },
     lostSignal: isTokenSource(source) ? source.lost : undefined,
     token: () => t,
-    done: () => undefined,
     failed: classifyError,
   };
 }
@@ -150,19 +141,18 @@ export async function fencedTransaction<T>(
   let token: Token | null = null;
   let committed = false;
   try {
-    const statements: Statement[] = [{ text: beginStatement(isolation) }, { text: LEFTOVER_SQL }];
-    if (plan.statement) statements.push(plan.statement);
+    const statements: Statement[] = [{ text: beginStatement(isolation) }, plan.statement];
     let rows: Row[][];
     try {
       ({ rows } = await pipeline(client, statements));
     } catch (e) {
       const pe = e instanceof PipelineError ? e : new PipelineError(0, e);
       // BEGIN failed: nothing to roll back
-      const out = pe.index === 2 ? plan.failed(pe.error) : classifyError(pe.error);
+      const out = pe.index === 1 ? plan.failed(pe.error) : classifyError(pe.error);
       if (pe.index > 0) await rollback(client, out);
       throw out;
     }
-    token = plan.token(rows[2]?.[0]);
+    token = plan.token(rows[1]?.[0]);
     try {
       const { leftover, pid } = rows[1][0];
       if (leftover) {
@@ -186,7 +176,6 @@ export async function fencedTransaction<T>(
     }
   } finally {
     abort.dispose();
-    plan.done(committed, token);
   }
 }
 
@@ -194,8 +183,9 @@ export async function fencedTransaction<T>(
  * Runs attempt(client, plan) with a client of db (checked out of the pool
  * for each attempt, given back after it, destroyed when it may still be in
  * a transaction), again on 40001/40P01 up to `attempts` times in all.  The
- * token plan of each attempt is made first, before a client is checked
- * out (a source may need the pool itself).
+ * token of each attempt is taken first, before a client is checked out (a
+ * source may need the pool itself), except a lease of this same pool's,
+ * which takes it on that client before BEGIN.
  */
 export async function withAttempts<T>(
   db: Queryable,
@@ -209,17 +199,14 @@ export async function withAttempts<T>(
   for (let n = 1; ; n++) {
     options.signal?.throwIfAborted();
     try {
-      const plan = await tokenPlan(source);
-      if (!isPool(db)) return await attempt(db, plan);
-      let client: PoolClient;
-      try {
-        client = await db.connect();
-      } catch (e) {
-        plan.done(false, null);
-        throw e;
-      }
+      if (!isPool(db)) return await attempt(db, await tokenPlan(source));
+      // a lease of this pool takes its token on the transaction's own client
+      const onClient = source instanceof LeaseSource && source.usesPool(db);
+      const early = onClient ? null : await tokenPlan(source);
+      const client: PoolClient = await db.connect();
       let broken: Error | undefined;
       try {
+        const plan = early ?? await tokenPlan(source, await (source as LeaseSource)[NEXT_ON](db, client)!);
         return await attempt(client, plan);
       } catch (e) {
         if ((e as { [BROKEN]?: boolean })[BROKEN]) broken = e as Error;
@@ -289,7 +276,7 @@ export function runFencedMany<K extends string, T>(
   return withAttempts(db, options, many, async (client, plan) => {
     const abort = anySignal([options.signal, ...lost]);
     try {
-      return await fencedTransaction(client, { ...plan, statement: null }, options.isolation, abort.signal,
+      return await fencedTransaction(client, { ...plan, statement: { text: CHECK_SQL }, token: () => null }, options.isolation, abort.signal,
         (c, _t, signal) => fn(c, tokens, { signal }));
     } finally {
       abort.dispose();

@@ -1,15 +1,19 @@
 // The extension's own leases as a token source: fencing.lease_acquire for
-// the grant, fencing.lease_next for each transaction's token (sent in the
-// same round trip as the transaction's BEGIN), fencing.lease_renew while
-// the holder lives, fencing.lease_release.
+// the grant, fencing.lease_next for each transaction's token (a statement
+// of its own before the transaction's BEGIN, so that the lease's row is
+// locked only for that statement: a holder frozen inside its transaction
+// keeps no one waiting for the lease), fencing.lease_renew while the holder
+// lives, fencing.lease_release.
 
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import type { Pool } from 'pg';
+import type { ClientBase, Pool } from 'pg';
 import { classifyError } from './errors';
 import { LockSource, SourceOptions } from './source';
 import { Token } from './token';
-import type { Statement } from './pipeline';
+
+/** @internal see LeaseSource[NEXT_ON] */
+export const NEXT_ON = Symbol('fencing.nextTokenOn');
 
 export interface LeaseSourceOptions extends SourceOptions {
   /** the lease's name */
@@ -21,17 +25,6 @@ export interface LeaseSourceOptions extends SourceOptions {
 function interval(ms: number): string {
   return `${Math.round(ms)} milliseconds`;
 }
-
-/** The lease's token in a fenced transaction's pipeline, and what to do once it ends. @internal */
-export interface PipelinedToken {
-  statement: Statement;
-  /** the transaction ended: committed (with the token the statement returned) or not */
-  done(committed: boolean, token: Token | null): void;
-  /** the statement answered NULL: the lease is not held */
-  lostNow(): Error;
-}
-
-export const PIPELINED = Symbol('fencing.pipelinedToken');
 
 /**
  * A built-in lease of the extension.  Its tokens are granted by the
@@ -56,9 +49,12 @@ export class LeaseSource extends LockSource {
     return `lease "${this.name}"`;
   }
 
+  /** a client of this.db that next() uses instead of the pool, during [NEXT_ON] */
+  private via: ClientBase | null = null;
+
   private async one(text: string, values: unknown[]): Promise<string | null> {
     try {
-      const { rows } = await this.db.query(text, values);
+      const { rows } = await (this.via ?? this.db).query(text, values);
       return rows[0].v as string | null;
     } catch (e) {
       throw classifyError(e);
@@ -91,44 +87,34 @@ export class LeaseSource extends LockSource {
     if (t) await this.one('SELECT fencing.lease_release($1, $2::fencing.fence)::text AS v', [this.name, t.toString()]);
   }
 
+  /**
+   * nextToken() on a client of `db` that the caller checked out for its
+   * transaction, before its BEGIN (lease_next in autocommit, the lease's row
+   * locked for that statement only): one checkout for the token and the
+   * transaction.  Null when the lease lives in another pool than `db`.
+   * @internal
+   */
+  [NEXT_ON](db: Pool, client: ClientBase): Promise<Token> | null {
+    if (!this.usesPool(db)) return null;
+    return this.serial(async () => {
+      this.via = client;
+      try {
+        return await this.nextLocked();
+      } finally {
+        this.via = null;
+      }
+    });
+  }
+
+  /** @internal does the lease live in db (the pool the source was given)? */
+  usesPool(db: unknown): boolean {
+    return db === this.db;
+  }
+
   /** Is the token held still the lease's current one, and live? */
   async check(): Promise<boolean> {
     if (!this.current) return false;
     return (await this.one('SELECT fencing.lease_check($1, $2::fencing.fence)::text AS v',
       [this.name, this.current.toString()])) === 'true';
-  }
-
-  /**
-   * For a fenced transaction: waits for the source's other operations,
-   * then gives the statement that takes the next token inside the
-   * transaction itself (`SELECT fencing.set_token(fencing.lease_next(...))`,
-   * in the round trip of BEGIN).  The lease's row stays locked until the
-   * transaction ends, and the source runs nothing else until done() is
-   * called: a rolled-back transaction leaves the lease at its old token.
-   * @internal
-   */
-  [PIPELINED](): Promise<PipelinedToken> {
-    return new Promise((resolveOuter, rejectOuter) => {
-      void this.serial(() => new Promise<void>((finish) => {
-        if (!this.held) {
-          rejectOuter(this.lostReason());
-          return finish();
-        }
-        resolveOuter({
-          statement: {
-            text: 'SELECT fencing.set_token(fencing.lease_next($1, $2::fencing.fence, $3::interval))::text AS token',
-            values: [this.name, this.current!.toString(), this.ttl],
-          },
-          done: (committed, token) => {
-            if (committed && token) this.current = token;
-            finish();
-          },
-          lostNow: () => {
-            this.markLost(`${this.describe()} is no longer held: it expired, was released or taken over`);
-            return this.lostReason();
-          },
-        });
-      }));
-    });
   }
 }

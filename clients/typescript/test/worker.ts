@@ -5,6 +5,9 @@
 //   next                                 -> token TOKEN (kept: "the prepared token")
 //   update source|prepared TABLE ID      -> ok TOKEN | error CLASS REASON MESSAGE
 //   insert source|prepared TABLE ACCT    -> the same (INSERT INTO TABLE (acct, amount) VALUES (ACCT, 1))
+//   hold TABLE ID                        -> inside TOKEN: a fenced transaction (a new token from
+//                                           the source) updated the row and stays open
+//   go                                   -> that transaction's end: ok TOKEN | error ...
 //   status                               -> held BOOL lost BOOL onlost N
 //   release | quit                       -> released
 
@@ -26,6 +29,13 @@ async function main(): Promise<void> {
     if (!prepared) throw new Error('no prepared token');
     return new StaticToken(prepared);
   };
+  const errorLine = (e: unknown): string => {
+    const err = e as Error;
+    const reason = e instanceof FencedOutError ? e.reason : (err as { code?: string }).code ?? '-';
+    return `error ${err.name} ${reason} ${String(err.message).replace(/\s+/g, ' ')}`;
+  };
+  const open: { go: (() => void) | null } = { go: null };
+  let holding: Promise<string> | null = null;
   for await (const line of createInterface({ input: process.stdin })) {
     const [cmd, ...args] = line.trim().split(/\s+/);
     try {
@@ -47,6 +57,20 @@ async function main(): Promise<void> {
           return token;
         });
         out(`ok ${t}`);
+      } else if (cmd === 'hold') {
+        const [table, id] = args;
+        const gate = new Promise<void>((r) => { open.go = r; });
+        holding = runFenced(pool, source, async (c, { token }) => {
+          await c.query(`UPDATE ${table} SET n = n + 1 WHERE id = $1`, [id]);
+          out(`inside ${token}`);
+          await gate;
+          return token;
+        }).then((t) => `ok ${t}`, errorLine);
+        void holding.then((r) => { if (r.startsWith('error') && open.go) { open.go = null; out(r); } });
+      } else if (cmd === 'go') {
+        const g = open.go;
+        open.go = null;
+        if (g) { g(); out(await holding!); }
       } else if (cmd === 'status') {
         out(`held ${source.held} lost ${source.lost.aborted} onlost ${onLost}`);
       } else if (cmd === 'release') {
@@ -58,9 +82,7 @@ async function main(): Promise<void> {
         out(`error Unknown - ${cmd}`);
       }
     } catch (e) {
-      const err = e as Error;
-      const reason = e instanceof FencedOutError ? e.reason : (err as { code?: string }).code ?? '-';
-      out(`error ${err.name} ${reason} ${String(err.message).replace(/\s+/g, ' ')}`);
+      out(errorLine(e));
     }
   }
   await source.release().catch(() => undefined);
