@@ -154,7 +154,7 @@ export async function fencedTransaction<T>(
     }
     token = plan.token(rows[1]?.[0]);
     try {
-      const { leftover, pid } = rows[1][0];
+      const [leftover, pid] = rows[1][0];
       if (leftover) {
         process.emitWarning(
           `connection to backend ${pid} carried a session-level fencing.token (${leftover}): reset before this transaction`,

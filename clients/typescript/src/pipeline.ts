@@ -1,12 +1,13 @@
 // Several statements in one round trip, through node-postgres's own
 // extension point for queries (a Submittable, as pg-cursor and
-// pg-query-stream are): each statement is sent as Parse, Bind, Describe,
-// Execute with its values bound as parameters, and one Sync ends them all,
+// pg-query-stream are): each statement is sent as Parse, Bind, Execute with
+// its values bound as parameters (no Describe: the caller knows its
+// columns), and one Sync ends them all,
 // the messages made by node-postgres's own serializer (pg-protocol) and
 // written at once (one write: a corked socket's writev of thirteen small
 // buffers cost more, measured).  The server runs them in order and, at the
 // first error, skips the rest up to the Sync.  Rows come back as text (or
-// null), by column name.
+// null), by position.
 
 import type { ClientBase, Connection, Submittable } from 'pg';
 import { serialize } from 'pg-protocol';
@@ -16,7 +17,8 @@ export interface Statement {
   values?: readonly (string | null)[];
 }
 
-export type Row = Record<string, string | null>;
+/** A row: its columns' text (or null), in the statement's order. */
+export type Row = readonly (string | null)[];
 
 /** The rows of each statement, in order; `failedAt` the statement that failed. */
 export interface PipelineResult {
@@ -30,10 +32,8 @@ export class PipelineError extends Error {
   }
 }
 
-interface Field { name: string }
-
 const SYNC = serialize.sync();
-const DESCRIBE_EXECUTE = Buffer.concat([serialize.describe({ type: 'P', name: '' }), serialize.execute({ portal: '' })]);
+const EXECUTE = serialize.execute({ portal: '' });
 // the library's statements are a handful of constant texts: their messages are made once
 const parsed = new Map<string, Buffer>();
 const constant = new Map<string, Buffer>();
@@ -47,11 +47,11 @@ function parseMessage(text: string): Buffer {
   return b;
 }
 
-/** Parse, Bind (no values), Describe, Execute of text. */
+/** Parse, Bind (no values), Execute of text. */
 function constantStatement(text: string): Buffer {
   let b = constant.get(text);
   if (!b) {
-    b = Buffer.concat([parseMessage(text), serialize.bind({ portal: '', statement: '', values: [] }), DESCRIBE_EXECUTE]);
+    b = Buffer.concat([parseMessage(text), serialize.bind({ portal: '', statement: '', values: [] }), EXECUTE]);
     if (constant.size < 64) constant.set(text, b);
   }
   return b;
@@ -59,7 +59,6 @@ function constantStatement(text: string): Buffer {
 
 class Pipeline implements Submittable {
   private readonly results: Row[][] = [];
-  private fields: Field[] = [];
   private done = false;
   readonly promise: Promise<PipelineResult>;
   private resolve!: (r: PipelineResult) => void;
@@ -75,7 +74,7 @@ class Pipeline implements Submittable {
       if (s.values === undefined || s.values.length === 0) {
         parts.push(constantStatement(s.text));
       } else {
-        parts.push(parseMessage(s.text), serialize.bind({ portal: '', statement: '', values: [...s.values] }), DESCRIBE_EXECUTE);
+        parts.push(parseMessage(s.text), serialize.bind({ portal: '', statement: '', values: [...s.values] }), EXECUTE);
       }
     }
     parts.push(SYNC);
@@ -85,20 +84,15 @@ class Pipeline implements Submittable {
   }
 
   // node-postgres calls these as the server answers
-  handleRowDescription(msg: { fields: Field[] }): void {
-    this.fields = msg.fields;
-  }
+  handleRowDescription(): void {}
 
   handleDataRow(msg: { fields: (string | null)[] }): void {
-    const row: Row = {};
-    this.fields.forEach((f, i) => { row[f.name] = msg.fields[i] ?? null; });
-    this.current().push(row);
+    this.current().push(msg.fields);
   }
 
   handleCommandComplete(): void {
     this.current();
     this.results.push([]);
-    this.fields = [];
   }
 
   handleEmptyQuery(): void {
