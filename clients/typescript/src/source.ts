@@ -96,6 +96,8 @@ export abstract class LockSource implements TokenSource {
   /** Whether next() renews the lock too (not etcd's put, which leaves its lease alone). */
   protected readonly nextRenews: boolean = true;
   private ops: Promise<unknown> = Promise.resolve();
+  /** operations started or queued and not yet settled */
+  private pending = 0;
 
   protected constructor(protected readonly db: Pool, protected readonly base: SourceOptions) {
     if (!(base.ttlMs > 0)) throw new RangeError('ttlMs must be a positive number of milliseconds');
@@ -126,8 +128,11 @@ export abstract class LockSource implements TokenSource {
 
   /** Runs fn after every operation on the lock queued before it. */
   protected serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.ops.then(fn, fn);
-    this.ops = run.catch(() => undefined);
+    // nothing queued: start at once (no turn of the event loop's queue in between)
+    const run = this.pending === 0 ? fn() : this.ops.then(fn, fn);
+    this.pending++;
+    const settled = (): void => { this.pending--; };
+    this.ops = run.then(settled, settled);
     return run;
   }
 
