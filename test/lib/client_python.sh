@@ -19,7 +19,7 @@
 
 fencing_python_client_venv() {
     local dest=$1 src=$FENCING_ROOT/clients/python sum cache wheels
-    cache=${FENCING_CLIENT_PYTHON_CACHE:-/var/cache/fencing/client-python}
+    cache=${FENCING_CLIENT_PYTHON_CACHE:-$FENCING_CACHE/client-python}
     sum=$(cat /usr/bin/python3 "$src/requirements.txt" | sha256sum | cut -c1-16)
     wheels=$cache/$sum/wheels
     mkdir -p "$cache" && (

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test/suites/client_go.sh: the Go client library (clients/go/fencing, a Go
 # module).  The checks are test/t/121_client_go.pl (its head says what it
-# runs); this installs what is missing (the lock services from Debian),
+# runs); this makes sure of the lock services from Debian (fencing_need),
 # fills a Go module cache from the Go module proxy with exactly the
 # modules of clients/go/fencing/go.sum (once: cached under
-# /var/cache/fencing/client-go keyed by go.sum's hash, so a second run is
+# $FENCING_CACHE/client-go keyed by go.sum's hash, so a second run is
 # offline), and runs that file with `make prove_installcheck` as the
 # postgres OS user, in copies of the tree and of the module
 # (FENCING_CLIENT_GO), with the Go build cache kept between runs
@@ -16,10 +16,10 @@ set -u
 
 t=test/t/121_client_go.pl W=$FENCING_WORK/client_go
 MOD=$FENCING_ROOT/clients/go/fencing
-CACHE=/var/cache/fencing/client-go
-PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools pgbouncer)
-fencing_install_missing "${PACKAGES[@]}" ||
-    { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
+CACHE=$FENCING_CACHE/client-go
+GOBUILD=$FENCING_CACHE/gocache   # the harness's one Go build cache
+fencing_need client_go ||
+    { echo "not ok 1 - the packages it needs: $(fencing_suite_packages client_go | tr '\n' ' ')"; exit 1; }
 command -v go >/dev/null ||
     { echo "not ok 1 - the go command (Go $(sed -n 's/^go //p' "$MOD/go.mod") or later) is not in PATH"; exit 1; }
 
@@ -43,9 +43,9 @@ mkdir -p "$CACHE" || exit 1
 ) 9>"$CACHE/gomod.lock" ||
     { echo "not ok 1 - go mod download of clients/go/fencing's modules from the module proxy"; exit 1; }
 # the build cache is the postgres OS user's (go itself locks its entries)
-mkdir -p "$CACHE/gocache" && fencing_with_lock "$CACHE/gocache.lock" chown -R postgres: "$CACHE/gocache" || exit 1
+mkdir -p "$GOBUILD" && fencing_with_lock "$GOBUILD.lock" chown -R postgres: "$GOBUILD" || exit 1
 chmod -R a+rX "$MODCACHE" || exit 1
 rm -rf "$W" && mkdir -p "$W" && cp -a "$MOD" "$W/" || exit 1
 storm=${FENCING_CLIENT_STORM:-$([ "$FENCING_PGVER" = 15 ] && echo 1 || echo 0)}
 fencing_prove "$W" "$t" FENCING_CLIENT_GO="$W/fencing" FENCING_CLIENT_GO_MODCACHE="$MODCACHE" \
-    FENCING_CLIENT_GO_CACHE="$CACHE/gocache" FENCING_CLIENT_STORM="$storm"
+    FENCING_CLIENT_GO_CACHE="$GOBUILD" FENCING_CLIENT_STORM="$storm"

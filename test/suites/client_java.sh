@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test/suites/client_java.sh: the Java client library (clients/java).  The
 # checks are test/t/124_client_java.pl (its head says what it runs); this
-# installs what is missing (Debian's packages: Java 17, Maven, the lock
-# services), fills a Maven repository from Maven Central once per pom.xml
+# makes sure of Debian's packages (Java 17, Maven, the lock services:
+# fencing_need), fills a Maven repository from Maven Central once per pom.xml
 # (cached under FENCING_CLIENT_JAVA_CACHE by the pom's hash, so a second
 # run is offline) and runs that file with `make prove_installcheck` as the
 # postgres OS user, in copies of the tree and of clients/java
@@ -14,11 +14,9 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 
 t=test/t/124_client_java.pl W=$FENCING_WORK/client_java SRC=$FENCING_ROOT/clients/java
-CACHE=${FENCING_CLIENT_JAVA_CACHE:-/var/cache/fencing/client-java}
-PACKAGES=(openjdk-17-jdk-headless maven etcd-server etcd-client zookeeper default-jre-headless
-          redis-server redis-tools pgbouncer)
-fencing_install_missing "${PACKAGES[@]}" ||
-    { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
+CACHE=${FENCING_CLIENT_JAVA_CACHE:-$FENCING_CACHE/client-java}
+fencing_need client_java ||
+    { echo "not ok 1 - the packages it needs: $(fencing_suite_packages client_java | tr '\n' ' ')"; exit 1; }
 # the repository: every dependency and plugin of one pom.xml, fetched once
 # (a build and a run of the one server-less test class make Maven resolve
 # Surefire's JUnit provider too), under a lock

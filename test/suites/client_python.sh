@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/suites/client_python.sh: the Python client library (clients/python).
 # The checks are test/t/120_client_python.pl (its head says what it runs);
-# this installs what is missing (Debian's packages), builds the wheel and
+# this makes sure of Debian's packages (fencing_need), builds the wheel and
 # installs it with the pinned requirements into a fresh virtual environment
 # (test/lib/client_python.sh: the requirements' wheels from PyPI once,
 # cached by requirements.txt's hash under FENCING_CLIENT_PYTHON_CACHE), and
@@ -17,10 +17,9 @@ set -u
 . "$FENCING_ROOT/test/lib/client_python.sh"
 
 t=test/t/120_client_python.pl W=$FENCING_WORK/client_python
-PACKAGES=(python3-venv etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools
-          pgbouncer)
-fencing_install_missing "${PACKAGES[@]}" ||
-    { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
+fencing_need client_python ||
+    { echo "not ok 1 - the packages it needs: $(fencing_suite_packages client_python | tr '
+' ' ')"; exit 1; }
 rm -rf "$W" && mkdir -p "$W" || exit 1
 fencing_python_client_venv "$W/venv" ||
     { echo "not ok 1 - build clients/python's wheel and install it with requirements.txt"; exit 1; }
