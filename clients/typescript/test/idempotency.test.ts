@@ -89,11 +89,12 @@ test('an abandoned claim resumes at once; the claim token can fence the request\
   await idemAbandon(pool, key, a.token!);
   const r = await runOnce(pool, key, {}, async (c, claim) => {
     await c.query(`INSERT INTO ${t} (k, runs) VALUES ($1, 1)`, [key]);
-    return claim.state;
+    return { state: claim.state, token: claim.token!.toString() };
   }, { token: 'claim' });
-  assert.equal(r, 'resumed');
+  assert.equal(r.state, 'resumed');
+  assert.notEqual(r.token, a.token!.toString(), 'the resumed claim has a token of its own');
   const { rows } = await pool.query(`SELECT fence::text FROM ${t}`);
-  assert.ok(rows[0].fence, 'the write carried the claim token');
+  assert.equal(rows[0].fence, r.token, 'the write carried the claim token');
 });
 
 test('runOnce with a lock\'s source: the request\'s writes carry the source\'s next token', async () => {
