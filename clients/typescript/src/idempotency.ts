@@ -127,6 +127,9 @@ export async function runOnce<T>(
     fencedTransaction(client, plan, options.isolation, options.signal, async (c) => {
       const claim = toClaim(key, (await c.query(BEGIN_SQL, values)).rows[0] as BeginRow);
       if (claim.state === 'done') return claim.result as T;
+      // the claim token in a statement of its own: the server lets only a
+      // call by name set fencing.token (SELECT fencing.set_token($1)); set
+      // inside the statement that calls idem_begin it is refused (55P02)
       if (options.token === 'claim') await c.query('SELECT fencing.set_token($1)', [claim.token!.toString()]);
       const result = await fn(c, claim);
       await c.query('SELECT fencing.idem_complete($1, $2::fencing.fence, $3::jsonb)',
