@@ -1,0 +1,1863 @@
+/* managed/fencing_sql.sql: fencing_sql 1.4, the edition of fencing for
+ * managed PostgreSQL, as a plain script (built by managed/build.sh from
+ * managed/src/; do not edit).
+ *
+ *   psql -v ON_ERROR_STOP=1 -d DATABASE -f fencing_sql.sql
+ *
+ * Run it as the role that is to own the edition (not a superuser is fine:
+ * it needs CREATE on the database).  One transaction: all or nothing.
+ * Where pg_tle is available, install the extension instead
+ * (fencing_sql_pgtle.sql), which pg_dump and ALTER EXTENSION know.
+ */
+\set ON_ERROR_STOP on
+BEGIN;
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname OPERATOR(pg_catalog.=) 'fencing') THEN
+        RAISE EXCEPTION 'schema fencing already exists'
+            USING ERRCODE = 'duplicate_schema',
+                  DETAIL = CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'fencing')
+                                THEN 'The C edition of fencing is installed in this database; the two editions are never installed in one database.'
+                                ELSE 'fencing is installed in this database already, or another schema of that name exists.' END,
+                  HINT = 'SELECT * FROM fencing.edition(); tells which edition and version is installed.';
+    END IF;
+END
+$$;
+CREATE SCHEMA fencing;
+COMMENT ON SCHEMA fencing IS 'fencing_sql 1.4: fencing tokens in SQL and PL/pgSQL (installed by the plain script)';
+
+------------------------------------------------------------------------------
+-- The edition: its name and version, its owner, one edition per database
+------------------------------------------------------------------------------
+
+-- The two editions are never installed in one database: both own schema
+-- fencing and the same names in it.  (The plain script checks this before
+-- it creates the schema; CREATE EXTENSION finds the schema of the C
+-- edition in place and would fail later, on the first name both define.)
+DO $edition$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension e
+                WHERE e.extname OPERATOR(pg_catalog.=) 'fencing') THEN
+        RAISE EXCEPTION 'the C edition of fencing is installed in this database'
+            USING ERRCODE = 'duplicate_object',
+                  DETAIL = 'Extension "fencing" owns schema fencing; the two editions are never installed in one database.',
+                  HINT = 'Use the C edition where it is installed; to move a database from one edition to the other, see the edition''s README (moving to the C edition).';
+    END IF;
+END
+$edition$;
+
+GRANT USAGE ON SCHEMA fencing TO PUBLIC;
+
+-- The role that owns the edition: the owner of schema fencing, which is the
+-- role that installed it (CREATE EXTENSION creates the schema as that role;
+-- the plain script creates it first).  It owns every table and function of
+-- the edition, and the functions that must write the edition's tables run
+-- as it (SECURITY DEFINER), as the C edition's functions switch to the
+-- extension's owner.
+CREATE FUNCTION fencing.owner_oid() RETURNS pg_catalog.oid
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT n.nspowner FROM pg_catalog.pg_namespace n
+           WHERE n.nspname OPERATOR(pg_catalog.=) 'fencing' $$;
+COMMENT ON FUNCTION fencing.owner_oid() IS
+    'the role that owns the edition (the owner of schema fencing: the role that installed it)';
+
+-- Which edition and version this database has, and how it was installed.
+CREATE FUNCTION fencing.edition(OUT edition text, OUT version text, OUT installed_as text)
+    RETURNS record
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'fencing_sql'::text, '1.4'::text,
+           CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_extension e
+                              WHERE e.extname OPERATOR(pg_catalog.=) 'fencing_sql')
+                THEN 'extension' ELSE 'script' END
+$$;
+COMMENT ON FUNCTION fencing.edition() IS
+    'fencing_sql, the edition for managed PostgreSQL: its version and whether it was installed as an extension (pg_tle, CREATE EXTENSION) or by the plain script';
+
+-- Is the current role the edition's owner or a member of it (or a superuser)?
+CREATE FUNCTION fencing.acts_for_owner() RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT pg_catalog.pg_has_role(fencing.owner_oid(), 'USAGE') $$;
+COMMENT ON FUNCTION fencing.acts_for_owner() IS
+    'internal: true when the current role acts for the edition''s owner (a member of it, or a superuser)';
+
+------------------------------------------------------------------------------
+-- The type fencing.fence: (epoch, counter), ordered epoch first
+------------------------------------------------------------------------------
+
+-- A composite type under a domain, not a base type: a base type's input
+-- function, its operator classes and its binary I/O need a superuser (or
+-- pg_tle's base types, which are stored as text, cannot be indexed without
+-- a superuser's operator class, and whose input can never be replaced).  A
+-- composite needs nothing: PostgreSQL orders, hashes, indexes and sends it
+-- in binary field by field, and (bigint, bigint) compares exactly as the C
+-- edition's type does, epoch first.  Its text form is PostgreSQL's
+-- composite form, (3,42); fencing.fence_text() writes 3:42, and everything
+-- that takes a token also reads 3:42 (fencing.fence_from_text()).
+CREATE TYPE fencing.fence_pair AS (epoch bigint, counter bigint);
+COMMENT ON TYPE fencing.fence_pair IS
+    'the two parts of a fence; use the domain fencing.fence, which refuses missing and negative parts';
+
+-- NULL is a fence column without a token; (,) and negative parts are no fence.
+CREATE DOMAIN fencing.fence AS fencing.fence_pair
+    CONSTRAINT fence_parts CHECK (
+        (VALUE) IS NOT DISTINCT FROM NULL
+        OR ((VALUE).epoch OPERATOR(pg_catalog.>=) 0 AND (VALUE).counter OPERATOR(pg_catalog.>=) 0));
+COMMENT ON DOMAIN fencing.fence IS
+    'fencing token (epoch, counter), ordered by epoch, then counter; text form (E,C), fencing.fence_text() gives E:C';
+
+-- Report a part out of range (22003), as the C edition's constructors do.
+CREATE FUNCTION fencing.fence_out_of_range(epoch bigint, counter bigint) RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'fence (%, %) is out of range', epoch, counter
+        USING ERRCODE = 'numeric_value_out_of_range',
+              DETAIL = 'The epoch and the counter of a fence must each be between 0 and 9223372036854775807.';
+END
+$$;
+COMMENT ON FUNCTION fencing.fence_out_of_range(bigint, bigint) IS
+    'internal: raise 22003 for a fence with a negative part';
+
+CREATE FUNCTION fencing.fence(epoch bigint, counter bigint) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN epoch OPERATOR(pg_catalog.>=) 0 AND counter OPERATOR(pg_catalog.>=) 0
+                THEN ROW(epoch, counter)::fencing.fence_pair::fencing.fence
+                ELSE fencing.fence_out_of_range(epoch, counter) END
+$$;
+COMMENT ON FUNCTION fencing.fence(bigint, bigint) IS
+    'build a fence from its epoch and counter';
+
+CREATE FUNCTION fencing.fence(counter bigint) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence(0, counter) $$;
+COMMENT ON FUNCTION fencing.fence(bigint) IS 'a counter as a fence of epoch 0';
+
+CREATE FUNCTION fencing.fence(counter integer) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence(0, counter::bigint) $$;
+COMMENT ON FUNCTION fencing.fence(integer) IS 'a counter as a fence of epoch 0';
+
+CREATE FUNCTION fencing.epoch(f fencing.fence) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT (f).epoch $$;
+COMMENT ON FUNCTION fencing.epoch(fencing.fence) IS 'the epoch of a fence';
+
+CREATE FUNCTION fencing.counter(f fencing.fence) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT (f).counter $$;
+COMMENT ON FUNCTION fencing.counter(fencing.fence) IS 'the counter of a fence';
+
+-- The text form of the C edition, E:C.
+CREATE FUNCTION fencing.fence_text(f fencing.fence) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT ((f).epoch)::pg_catalog.text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) ((f).counter)::pg_catalog.text $$;
+COMMENT ON FUNCTION fencing.fence_text(fencing.fence) IS
+    'a fence written E:C, as the C edition writes it (3:42)';
+
+-- Read a fence: E:C, a bare C (epoch 0), or the composite form (E,C), with
+-- white space around; 22P02 for bad syntax, 22003 for a negative part or
+-- one above the 64-bit maximum, as the C edition's input function.  No
+-- regular expressions: this runs for every write that carries its token in
+-- fencing.token, and string functions cost a fraction of a regex match.
+CREATE FUNCTION fencing.fence_from_text(input text) RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+DECLARE
+    s text := pg_catalog.btrim(input, E' \t\n\r\v\f');
+    p integer := pg_catalog.strpos(s, ':');
+    parts text[];
+    part text;
+    v bigint[] := '{}';
+    bad boolean := false;
+    too_big boolean := false;
+BEGIN
+    -- the usual token: two short runs of digits
+    IF p OPERATOR(pg_catalog.>) 1
+       AND pg_catalog.length(s) OPERATOR(pg_catalog.<) 38
+       AND pg_catalog.translate(s, '0123456789', '') OPERATOR(pg_catalog.=) ':'
+       AND p OPERATOR(pg_catalog.<) pg_catalog.length(s)
+       AND p OPERATOR(pg_catalog.<=) 19
+       AND pg_catalog.length(s) OPERATOR(pg_catalog.-) p OPERATOR(pg_catalog.<=) 18 THEN
+        RETURN ROW(pg_catalog.substr(s, 1, p OPERATOR(pg_catalog.-) 1)::bigint,
+                   pg_catalog.substr(s, p OPERATOR(pg_catalog.+) 1)::bigint)::fencing.fence_pair;
+    END IF;
+    IF p OPERATOR(pg_catalog.>) 0 THEN
+        parts := ARRAY[pg_catalog.substr(s, 1, p OPERATOR(pg_catalog.-) 1),
+                       pg_catalog.substr(s, p OPERATOR(pg_catalog.+) 1)];
+    ELSIF pg_catalog.left(s, 1) OPERATOR(pg_catalog.=) '('
+          AND pg_catalog.right(s, 1) OPERATOR(pg_catalog.=) ')'
+          AND pg_catalog.strpos(s, ',') OPERATOR(pg_catalog.>) 0 THEN
+        -- the composite form (E,C), as PostgreSQL prints a fence
+        s := pg_catalog.substr(s, 2, pg_catalog.length(s) OPERATOR(pg_catalog.-) 2);
+        parts := ARRAY[pg_catalog.split_part(s, ',', 1),
+                       pg_catalog.substr(s, pg_catalog.strpos(s, ',') OPERATOR(pg_catalog.+) 1)];
+    ELSE
+        parts := ARRAY['0', s];
+    END IF;
+    FOREACH part IN ARRAY parts LOOP
+        IF pg_catalog.left(part, 1) OPERATOR(pg_catalog.=) '-' THEN
+            part := pg_catalog.substr(part, 2);
+            -- "-0" is not a negative number, but it is not a fence either
+            IF part OPERATOR(pg_catalog.=) '' OR pg_catalog.translate(part, '0123456789', '') OPERATOR(pg_catalog.<>) ''
+               OR pg_catalog.ltrim(part, '0') OPERATOR(pg_catalog.=) '' THEN
+                bad := true;
+            ELSE
+                too_big := true;
+            END IF;
+            CONTINUE;
+        END IF;
+        IF part OPERATOR(pg_catalog.=) '' OR pg_catalog.translate(part, '0123456789', '') OPERATOR(pg_catalog.<>) '' THEN
+            bad := true;
+            CONTINUE;
+        END IF;
+        part := pg_catalog.ltrim(part, '0');
+        IF pg_catalog.length(part) OPERATOR(pg_catalog.>) 19
+           OR (pg_catalog.length(part) OPERATOR(pg_catalog.=) 19
+               AND part COLLATE "C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+            too_big := true;
+        ELSIF NOT too_big THEN
+            v := v OPERATOR(pg_catalog.||) (CASE WHEN part OPERATOR(pg_catalog.=) '' THEN 0 ELSE part::bigint END);
+        END IF;
+    END LOOP;
+    IF bad THEN
+        RAISE EXCEPTION 'invalid input syntax for type fence: "%"', input
+            USING ERRCODE = 'invalid_text_representation',
+                  HINT = 'A fence is written "epoch:counter" or "counter", for example "3:42".';
+    ELSIF too_big THEN
+        RAISE EXCEPTION 'value "%" is out of range for type fence', input
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'The epoch and the counter of a fence must each be between 0 and 9223372036854775807.';
+    END IF;
+    RETURN ROW(v[1], v[2])::fencing.fence_pair;
+END
+$$;
+COMMENT ON FUNCTION fencing.fence_from_text(text) IS
+    'read a fence written E:C, C (epoch 0) or (E,C); 22P02 for bad syntax, 22003 for a part out of range';
+
+-- Casts.  PostgreSQL looks casts up between base types, so the casts of the
+-- domain are those of its composite: bigint and integer become fences of
+-- epoch 0 (explicitly and on assignment), text is read as E:C, C or (E,C),
+-- and a fence cast to text is written E:C.  (A quoted literal written into
+-- a fence column is read by PostgreSQL's composite input, which takes only
+-- (E,C): write fencing.fence(3, 42), '(3,42)', or carry the token in
+-- fencing.token.)
+CREATE FUNCTION fencing.fence_pair_from_int8(counter bigint) RETURNS fencing.fence_pair
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence(0, counter)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.fence_pair_from_int4(counter integer) RETURNS fencing.fence_pair
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence(0, counter::bigint)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.fence_pair_from_text(input text) RETURNS fencing.fence_pair
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence_from_text(input)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.fence_pair_text(f fencing.fence_pair) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT ((f).epoch)::pg_catalog.text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) ((f).counter)::pg_catalog.text $$;
+COMMENT ON FUNCTION fencing.fence_pair_from_int8(bigint) IS 'internal: the cast bigint -> fence';
+COMMENT ON FUNCTION fencing.fence_pair_from_int4(integer) IS 'internal: the cast integer -> fence';
+COMMENT ON FUNCTION fencing.fence_pair_from_text(text) IS 'internal: the cast text -> fence (E:C, C or (E,C))';
+COMMENT ON FUNCTION fencing.fence_pair_text(fencing.fence_pair) IS 'internal: the cast fence -> text (E:C)';
+CREATE CAST (bigint AS fencing.fence_pair)
+    WITH FUNCTION fencing.fence_pair_from_int8(bigint) AS ASSIGNMENT;
+CREATE CAST (integer AS fencing.fence_pair)
+    WITH FUNCTION fencing.fence_pair_from_int4(integer) AS ASSIGNMENT;
+CREATE CAST (text AS fencing.fence_pair)
+    WITH FUNCTION fencing.fence_pair_from_text(text);
+CREATE CAST (fencing.fence_pair AS text)
+    WITH FUNCTION fencing.fence_pair_text(fencing.fence_pair) AS ASSIGNMENT;
+
+CREATE FUNCTION fencing.next(f fencing.fence) RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (f).counter = 9223372036854775807 THEN
+        RAISE EXCEPTION 'fence counter out of range'
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = format('Fence %s has the largest counter there is.', fencing.fence_text(f)),
+                  HINT = 'Use fencing.next_epoch() to start a new epoch.';
+    END IF;
+    RETURN ROW((f).epoch, (f).counter + 1)::fencing.fence_pair;
+END
+$$;
+COMMENT ON FUNCTION fencing.next(fencing.fence) IS
+    'the next fence in the same epoch (counter + 1)';
+
+CREATE FUNCTION fencing.next_epoch(f fencing.fence) RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (f).epoch = 9223372036854775807 THEN
+        RAISE EXCEPTION 'fence epoch out of range'
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = format('Fence %s has the largest epoch there is.', fencing.fence_text(f));
+    END IF;
+    RETURN ROW((f).epoch + 1, 0)::fencing.fence_pair;
+END
+$$;
+COMMENT ON FUNCTION fencing.next_epoch(fencing.fence) IS
+    'the first fence of the next epoch (epoch + 1, counter 0)';
+
+-- Aggregates: PostgreSQL has no max() or min() of a composite.
+CREATE FUNCTION fencing.fence_larger(a fencing.fence, b fencing.fence) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT CASE WHEN a OPERATOR(pg_catalog.>=) b THEN a ELSE b END $$;
+CREATE FUNCTION fencing.fence_smaller(a fencing.fence, b fencing.fence) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT CASE WHEN a OPERATOR(pg_catalog.<=) b THEN a ELSE b END $$;
+COMMENT ON FUNCTION fencing.fence_larger(fencing.fence, fencing.fence) IS 'the larger of two fences';
+COMMENT ON FUNCTION fencing.fence_smaller(fencing.fence, fencing.fence) IS 'the smaller of two fences';
+CREATE AGGREGATE fencing.max(fencing.fence) (
+    SFUNC = fencing.fence_larger, STYPE = fencing.fence,
+    COMBINEFUNC = fencing.fence_larger, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE fencing.max(fencing.fence) IS 'the newest fence';
+CREATE AGGREGATE fencing.min(fencing.fence) (
+    SFUNC = fencing.fence_smaller, STYPE = fencing.fence,
+    COMBINEFUNC = fencing.fence_smaller, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE fencing.min(fencing.fence) IS 'the oldest fence';
+
+-- ZooKeeper: the fence ((generation << 32) | (zxid >> 32)) : (zxid & 0xffffffff).
+CREATE FUNCTION fencing.fence_from_zxid(zxid bigint, generation integer DEFAULT 0)
+    RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF zxid < 0 THEN
+        RAISE EXCEPTION 'zxid % is out of range for a fence token', zxid
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'A ZooKeeper zxid is not negative: its high 32 bits are the leader''s epoch, its low 32 bits a counter.',
+                  HINT = 'Pass the czxid of the lock''s znode as ZooKeeper reports it.';
+    END IF;
+    IF generation < 0 THEN
+        RAISE EXCEPTION 'generation % is out of range for a fence token', generation
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'The generation goes into the epoch above ZooKeeper''s own epoch: it must be between 0 and 2147483647.',
+                  HINT = 'Start the generation at 0 and raise it by one after each loss of ZooKeeper''s data.';
+    END IF;
+    RETURN ROW((generation::bigint << 32) | (zxid >> 32), zxid & 4294967295)::fencing.fence_pair;
+END
+$$;
+COMMENT ON FUNCTION fencing.fence_from_zxid(bigint, integer) IS
+    'ZooKeeper: the fence ((generation << 32) | (zxid >> 32)) : (zxid & 0xffffffff) of a znode''s zxid; ordered as zxids are, and a raised generation beats every zxid of earlier generations (raise it after ZooKeeper loses its data)';
+
+------------------------------------------------------------------------------
+-- The errors of the SF class, raised in one place so that advance(), the
+-- guard and the idempotency helpers speak with one voice (the C edition's
+-- messages, DETAILs, HINTs and SF001 reasons, word for word)
+------------------------------------------------------------------------------
+
+-- SF001: token is not newer than lost_to.  rel, when given, goes into the
+-- error's table and schema fields; scope_desc names the scope lost to (NULL:
+-- the row).  A token equal to the fence is no lost lock but a token used
+-- already: its reason (the error's constraint name) is token_already_used,
+-- else stale_token.
+CREATE FUNCTION fencing.raise_stale(token fencing.fence, lost_to fencing.fence,
+                                    rel regclass DEFAULT NULL, scope_desc text DEFAULT NULL)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text := fencing.fence_text(token);
+    f text := fencing.fence_text(lost_to);
+    equal boolean := token = lost_to;
+    relname text;
+    nspname text;
+BEGIN
+    IF rel IS NULL THEN
+        IF equal THEN
+            RAISE EXCEPTION 'fence token % was already used', t
+                USING ERRCODE = 'SF001', CONSTRAINT = 'token_already_used',
+                      DETAIL = format('The resource has already accepted fence token %s.', f),
+                      HINT = 'fencing.advance() in strict mode accepts a token once. Retry a write through an idempotency key, take the lock again for a new token, or pass strict => false to accept the same token again.';
+        END IF;
+        RAISE EXCEPTION 'stale fence token %', t
+            USING ERRCODE = 'SF001', CONSTRAINT = 'stale_token',
+                  DETAIL = format('The resource has already accepted fence token %s.', f),
+                  HINT = format('The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.', t);
+    END IF;
+    SELECT c.relname, n.nspname INTO relname, nspname
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = rel;
+    IF equal THEN
+        RAISE EXCEPTION 'fence token % for table "%" was already used', t, relname
+            USING ERRCODE = 'SF001', CONSTRAINT = 'token_already_used',
+                  DETAIL = format('The %s has already accepted fence token %s.', coalesce(scope_desc, 'row'), f),
+                  HINT = 'A strict table accepts a token in one transaction only: the one whose write it accepted first. Retry a write through an idempotency key, take the lock again for a new token, or protect the table with strict => false to let one grant write in several transactions.',
+                  TABLE = relname, SCHEMA = nspname;
+    END IF;
+    RAISE EXCEPTION 'stale fence token % for table "%"', t, relname
+        USING ERRCODE = 'SF001', CONSTRAINT = 'stale_token',
+              DETAIL = format('The %s has already accepted fence token %s.', coalesce(scope_desc, 'row'), f),
+              HINT = format('The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.', t),
+              TABLE = relname, SCHEMA = nspname;
+END
+$$;
+COMMENT ON FUNCTION fencing.raise_stale(fencing.fence, fencing.fence, regclass, text) IS
+    'internal: raise SF001 (stale_token, or token_already_used for an equal token)';
+
+-- SF001 for a writer that may not read what it lost to: the message names
+-- its own token, DETAIL says that the fence (and key) is not shown.
+CREATE FUNCTION fencing.raise_stale_hidden(token fencing.fence, rel regclass, scope_name text)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    t text := fencing.fence_text(token);
+    relname text;
+    nspname text;
+BEGIN
+    SELECT c.relname, n.nspname INTO relname, nspname
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = rel;
+    RAISE EXCEPTION 'stale fence token % for table "%"', t, relname
+        USING ERRCODE = 'SF001', CONSTRAINT = 'stale_token',
+              DETAIL = CASE WHEN scope_name IS NOT NULL
+                            THEN format('A key of scope "%s" has already accepted a fence token that token %s does not beat; the key and that fence are shown only to roles that may read table "%s" past its row security policies.', scope_name, t, relname)
+                            ELSE format('The row has already accepted a fence token that token %s does not beat; that fence is shown only to roles that may read table "%s" past its row security policies.', t, relname) END,
+              HINT = format('The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.', t),
+              TABLE = relname, SCHEMA = nspname;
+END
+$$;
+COMMENT ON FUNCTION fencing.raise_stale_hidden(fencing.fence, regclass, text) IS
+    'internal: raise SF001 without showing the fence (or key) the token lost to';
+
+-- SF002: a write that needs a token has none (what: INSERT, UPDATE, DELETE).
+CREATE FUNCTION fencing.raise_token_required(rel regclass, what text) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    relname text;
+    nspname text;
+BEGIN
+    SELECT c.relname, n.nspname INTO relname, nspname
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = rel;
+    RAISE EXCEPTION '% on table "%" requires a fence token', what, relname
+        USING ERRCODE = 'SF002',
+              DETAIL = format('Table "%s" is protected by fencing and this write carries no token.', relname),
+              HINT = 'Set the token with SET LOCAL fencing.token = ''<epoch>:<counter>'', or write the new token into the fence column.',
+              TABLE = relname, SCHEMA = nspname;
+END
+$$;
+COMMENT ON FUNCTION fencing.raise_token_required(regclass, text) IS
+    'internal: raise SF002 for a write without a token';
+
+-- SF002: fencing.token and the fence column disagree.
+CREATE FUNCTION fencing.raise_conflicting_tokens(setting fencing.fence, col fencing.fence, rel regclass)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    relname text;
+    nspname text;
+BEGIN
+    SELECT c.relname, n.nspname INTO relname, nspname
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = rel;
+    RAISE EXCEPTION 'conflicting fence tokens for table "%"', relname
+        USING ERRCODE = 'SF002',
+              DETAIL = format('The setting fencing.token is %s but the write puts %s in the fence column.',
+                              fencing.fence_text(setting), fencing.fence_text(col)),
+              HINT = 'Carry one token per write: either set fencing.token or write the fence column, not two different tokens.',
+              TABLE = relname, SCHEMA = nspname;
+END
+$$;
+COMMENT ON FUNCTION fencing.raise_conflicting_tokens(fencing.fence, fencing.fence, regclass) IS
+    'internal: raise SF002 for a write whose setting and fence column carry different tokens';
+
+REVOKE ALL ON FUNCTION fencing.raise_stale(fencing.fence, fencing.fence, regclass, text),
+    fencing.raise_stale_hidden(fencing.fence, regclass, text),
+    fencing.raise_token_required(regclass, text),
+    fencing.raise_conflicting_tokens(fencing.fence, fencing.fence, regclass) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.raise_stale(fencing.fence, fencing.fence, regclass, text),
+    fencing.raise_stale_hidden(fencing.fence, regclass, text),
+    fencing.raise_token_required(regclass, text),
+    fencing.raise_conflicting_tokens(fencing.fence, fencing.fence, regclass) TO PUBLIC;
+
+------------------------------------------------------------------------------
+-- Compare-and-advance without triggers; the session's token
+------------------------------------------------------------------------------
+
+CREATE FUNCTION fencing.advance(current fencing.fence, token fencing.fence,
+                                strict boolean DEFAULT true)
+    RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF token IS NULL THEN
+        RAISE EXCEPTION 'fence token must not be null'
+            USING ERRCODE = 'SF002',
+                  DETAIL = 'fencing.advance() was called without a token.',
+                  HINT = 'Pass the fence token that came with the lock.';
+    END IF;
+    IF current IS NULL
+       OR (token).epoch OPERATOR(pg_catalog.>) (current).epoch
+       OR ((token).epoch OPERATOR(pg_catalog.=) (current).epoch
+           AND ((token).counter OPERATOR(pg_catalog.>) (current).counter
+                OR ((token).counter OPERATOR(pg_catalog.=) (current).counter
+                    AND strict IS NOT DISTINCT FROM false))) THEN
+        RETURN token;
+    END IF;
+    PERFORM fencing.raise_stale(token, current);
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION fencing.advance(fencing.fence, fencing.fence, boolean) IS
+    'return token if it beats current (>, or >= when not strict); raise SF001 otherwise';
+
+-- A token written as text (3:42, or (3,42)): PostgreSQL reads a quoted
+-- literal for a fence parameter with the composite's input, so these take
+-- it as text and read it as the C edition does.
+CREATE FUNCTION fencing.advance(current fencing.fence, token text, strict boolean DEFAULT true)
+    RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT fencing.advance(current, fencing.fence_from_text(token), strict) $$;
+COMMENT ON FUNCTION fencing.advance(fencing.fence, text, boolean) IS
+    'fencing.advance() with the token written E:C';
+CREATE FUNCTION fencing.advance(current text, token text, strict boolean DEFAULT true)
+    RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT fencing.advance(fencing.fence_from_text(current), fencing.fence_from_text(token), strict) $$;
+COMMENT ON FUNCTION fencing.advance(text, text, boolean) IS
+    'fencing.advance() with both fences written E:C';
+
+-- fencing.token for the rest of the transaction, as SET LOCAL sets it, from
+-- a value a driver binds as a parameter ($1), which SET LOCAL cannot take.
+-- Stored as E:C.
+CREATE FUNCTION fencing.set_token(token fencing.fence) RETURNS fencing.fence
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+BEGIN
+    IF token IS NULL THEN
+        RAISE EXCEPTION 'fence token must not be null'
+            USING ERRCODE = 'SF002',
+                  DETAIL = 'fencing.set_token() was called without a token.',
+                  HINT = 'Pass the fence token that came with the lock.';
+    END IF;
+    PERFORM pg_catalog.set_config('fencing.token', fencing.fence_text(token), true);
+    RETURN token;
+END
+$$;
+COMMENT ON FUNCTION fencing.set_token(fencing.fence) IS
+    'sets fencing.token for the rest of the transaction, as SET LOCAL does (set_config(''fencing.token'', token, true)), from a value bound as a parameter ($1); returns the token; SF002 for NULL';
+CREATE FUNCTION fencing.set_token(token text) RETURNS fencing.fence
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.set_token(fencing.fence_from_text(token)) $$;
+COMMENT ON FUNCTION fencing.set_token(text) IS
+    'fencing.set_token() with the token written E:C (a parameter bound as text)';
+
+------------------------------------------------------------------------------
+-- The catalog: protected tables, scopes and their storage
+------------------------------------------------------------------------------
+
+-- One row per protected table, as in the C edition, and the guard function
+-- that protect() wrote for it (guard_function): the edition writes one
+-- PL/pgSQL trigger function per protected table, with the table's fence
+-- and key columns, its scope's storage and its settings written into its
+-- code, so that a write reads no catalog and no setting of the table, and
+-- every statement in it keeps its plan for the session.
+CREATE TABLE fencing.protected (
+    relid regclass PRIMARY KEY,
+    fence_column name NOT NULL,
+    key_columns name[],
+    strict boolean NOT NULL DEFAULT true,
+    scope_name text NOT NULL,
+    lease text CHECK (lease OPERATOR(pg_catalog.<>) ''),
+    guard_function regprocedure NOT NULL UNIQUE
+);
+COMMENT ON TABLE fencing.protected IS
+    'tables protected by the fencing guard, with their settings; written by fencing.protect()';
+COMMENT ON COLUMN fencing.protected.lease IS
+    'the lease whose current, live token every write must carry (NULL: none)';
+COMMENT ON COLUMN fencing.protected.guard_function IS
+    'the trigger function fencing.protect() wrote for the table (its zz_fencing_guard trigger runs it)';
+
+-- One row per key or table scope: who owns it, where its fences are kept.
+-- A scope's fences live in a table of their own, fencing.scope_<h> (<h>: 16
+-- hex digits of the SHA-256 of the scope's name), whose key columns have
+-- the base types and collations of the protected tables' key columns and a
+-- unique index NULLS NOT DISTINCT on them, so that two keys are one key
+-- exactly when their types' default btree equality says so, whatever the
+-- session's settings; writer is the function that checks and advances a
+-- key's fence there (the guard calls it; it runs as the edition's owner,
+-- who alone may write the storage).
+CREATE TABLE fencing.scope_storage (
+    scope_name text PRIMARY KEY
+        CHECK (pg_catalog.octet_length(scope_name) OPERATOR(pg_catalog.>=) 1
+               AND pg_catalog.octet_length(scope_name) OPERATOR(pg_catalog.<=) 255),
+    owner regrole NOT NULL,
+    storage regclass NOT NULL UNIQUE,
+    table_scope boolean NOT NULL,
+    writer regprocedure NOT NULL UNIQUE
+);
+COMMENT ON TABLE fencing.scope_storage IS
+    'one row per key or table scope: the role that owns it (whose protect() created it), the table that holds its fences and the function that advances them';
+COMMENT ON COLUMN fencing.scope_storage.owner IS
+    'only this role, its members and the edition''s owner may protect tables into the scope';
+
+REVOKE ALL ON fencing.protected, fencing.scope_storage FROM PUBLIC;
+GRANT SELECT ON fencing.protected, fencing.scope_storage TO PUBLIC;
+
+-- A key as fencing.scopes and the DETAIL of SF001 spell it: the JSON array
+-- of the values' text forms (null for NULL), for people only.
+CREATE FUNCTION fencing.scope_key(VARIADIC key_values text[]) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT '[' || coalesce(string_agg(coalesce(to_json(v.value)::text, 'null'), ',' ORDER BY v.ord), '') || ']'
+      FROM unnest(key_values) WITH ORDINALITY AS v(value, ord)
+$$;
+COMMENT ON FUNCTION fencing.scope_key(text[]) IS
+    'the key under which fencing.scopes shows the fence of these key values';
+
+-- The fences of every scope the caller may read: those of scopes it owns
+-- (or whose owner it is a member of); the edition's owner reads all.
+-- Each storage table is readable by its scope's owner only.
+CREATE FUNCTION fencing.scope_fences(OUT scope_name text, OUT key text, OUT fence fencing.fence)
+    RETURNS SETOF record
+    LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s record;
+    keys text;
+BEGIN
+    FOR s IN SELECT r.scope_name AS name, r.storage, r.table_scope
+               FROM fencing.scope_storage r
+               JOIN pg_class c ON c.oid = r.storage
+              ORDER BY r.scope_name
+    LOOP
+        CONTINUE WHEN NOT has_table_privilege(s.storage, 'SELECT');
+        IF s.table_scope THEN
+            keys := '''[]''';
+        ELSE
+            SELECT 'fencing.scope_key(VARIADIC ARRAY[' ||
+                   string_agg(format('(x.%I)::text', a.attname), ', ' ORDER BY a.attnum) || '])'
+              INTO keys
+              FROM pg_attribute a
+             WHERE a.attrelid = s.storage AND a.attnum > 0 AND NOT a.attisdropped
+               AND a.attname NOT IN ('fence', 'xact');
+        END IF;
+        RETURN QUERY EXECUTE format('SELECT $1, %s, x.fence FROM %s x', keys, s.storage)
+            USING s.name;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing.scope_fences() IS
+    'every key''s fence of every key or table scope the caller may read (read it through the view fencing.scopes)';
+
+CREATE VIEW fencing.scopes AS
+    SELECT f.scope_name, f.key, f.fence FROM fencing.scope_fences() f;
+COMMENT ON VIEW fencing.scopes IS
+    'the highest accepted token of each key of each key or table scope, shown to the scope''s owner (and its members) and the edition''s owner; key shows the key values as text, for people';
+GRANT SELECT ON fencing.scopes TO PUBLIC;
+
+------------------------------------------------------------------------------
+-- The guard: helpers of the trigger functions that protect() writes
+------------------------------------------------------------------------------
+
+-- The protected table whose guard covers relid: relid itself, or the
+-- nearest ancestor (partitioned table or inheritance parent) in
+-- fencing.protected.  For the slow paths (errors, counters) only.
+CREATE FUNCTION fencing.protected_root(relid oid) RETURNS regclass
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE up(rel, depth) AS (
+        SELECT relid, 0
+        UNION ALL
+        SELECT i.inhparent, up.depth + 1 FROM pg_inherits i JOIN up ON i.inhrelid = up.rel
+         WHERE up.depth < 100)
+    SELECT p.relid FROM up JOIN fencing.protected p ON p.relid::oid = up.rel
+     ORDER BY up.depth LIMIT 1
+$$;
+COMMENT ON FUNCTION fencing.protected_root(oid) IS
+    'internal: the protected table whose guard covers relid (itself, or the partitioned table or inheritance parent it belongs to)';
+
+-- Has this transaction's guard written a row version of relid with token?
+-- A transaction-local setting, fencing.accepted, lists the (table, token)
+-- pairs whose writes the guard accepted: a row version whose fence is such
+-- a token was written by this transaction's guard, or by an earlier
+-- transaction with the same token (told apart, where the table has a
+-- primary key, by the version's xmin: see fencing.xid_is_mine()).
+CREATE FUNCTION fencing.xid_is_mine(x xid) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    cur numeric := pg_current_xact_id()::text::numeric;
+    full_xid numeric := cur - mod(cur, 4294967296) + x::text::numeric;
+BEGIN
+    IF full_xid > cur THEN
+        full_xid := full_xid - 4294967296;
+    END IF;
+    -- the version is the newest one (locked by the write): its creator has
+    -- committed, or it is this transaction (or one of its subtransactions)
+    RETURN full_xid >= 3 AND pg_xact_status(full_xid::text::xid8) = 'in progress';
+END
+$$;
+COMMENT ON FUNCTION fencing.xid_is_mine(xid) IS
+    'internal: true when the row version with this xmin was written by the current transaction';
+
+-- May the current role see the key and the fence a write to rel lost to?
+-- Roles that may read the table (or its protected root) past its row
+-- security, the edition's owner, and (when no row security applies) the
+-- scope's owner.  For the error path only.
+CREATE FUNCTION fencing.may_read_keys(rel oid, scope_name text) RETURNS boolean
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    root oid := fencing.protected_root(rel);
+    o oid;
+BEGIN
+    IF has_table_privilege(rel, 'SELECT') AND NOT row_security_active(rel) THEN
+        RETURN true;
+    END IF;
+    IF root IS NOT NULL AND root <> rel AND has_table_privilege(root, 'SELECT')
+       AND NOT row_security_active(root) THEN
+        RETURN true;
+    END IF;
+    IF fencing.acts_for_owner() THEN
+        RETURN true;
+    END IF;
+    IF scope_name IS NOT NULL AND NOT row_security_active(rel) THEN
+        SELECT s.owner INTO o FROM fencing.scope_storage s WHERE s.scope_name = may_read_keys.scope_name;
+        RETURN o IS NOT NULL AND pg_has_role(o, 'USAGE');
+    END IF;
+    RETURN false;
+END
+$$;
+COMMENT ON FUNCTION fencing.may_read_keys(oid, text) IS
+    'internal: may the current role see the keys and fences of table rel (for SF001''s DETAIL)';
+
+------------------------------------------------------------------------------
+-- Statistics: counted in sequences, which no rollback takes back
+------------------------------------------------------------------------------
+
+-- Each protected table counts its refusals (and bypasses) in sequences of
+-- its own, fencing.<guard function>_<counter>: a refused write's
+-- transaction rolls back, and nextval() is the one write a rollback keeps,
+-- so the counts are exact, without shared memory.  Accepted writes are not
+-- counted (a counter row or sequence that every write advances would cost
+-- every write and make all writers of a table queue on one page).
+CREATE FUNCTION fencing.count(relid oid, counter text) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g regprocedure;
+    seq regclass;
+BEGIN
+    SELECT p.guard_function INTO g FROM fencing.protected p
+     WHERE p.relid::oid = fencing.protected_root(count.relid);
+    IF g IS NULL OR counter NOT IN ('rejected_stale', 'rejected_missing', 'bypassed',
+                                    'rejected_already_used', 'rejected_lease_expired') THEN
+        RETURN;
+    END IF;
+    seq := to_regclass(format('fencing.%I', (SELECT proname FROM pg_proc WHERE oid = g) || '_' || counter));
+    IF seq IS NOT NULL THEN
+        PERFORM nextval(seq);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.count(oid, text) IS
+    'internal: count a refusal (or bypass) of a write to a protected table';
+
+------------------------------------------------------------------------------
+-- Break glass: fencing.bypass
+------------------------------------------------------------------------------
+
+-- fencing.bypass = on lets a superuser's writes through without a token,
+-- each logged and counted.  The edition cannot refuse the setting when it
+-- is made (no library, no check hook), so the guard refuses the write of
+-- any other role that set it (42501), and a value that is not a boolean
+-- (22023).  Managed services have no superuser: there, fencing.unprotect()
+-- by the table's owner is the way to write without tokens.
+CREATE FUNCTION fencing.bypassing(relid oid, what text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v text := lower(btrim(current_setting('fencing.bypass', true)));
+    relname text := (SELECT c.relname FROM pg_class c WHERE c.oid = relid);
+BEGIN
+    IF v IS NULL OR v IN ('', 'off', 'of', 'false', 'fals', 'fal', 'fa', 'f', 'no', 'n', '0') THEN
+        RETURN false;
+    END IF;
+    IF v NOT IN ('on', 'true', 'tru', 'tr', 't', 'yes', 'ye', 'y', '1') THEN
+        RAISE EXCEPTION 'parameter "fencing.bypass" requires a Boolean value'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('fencing.bypass is "%s".', current_setting('fencing.bypass', true));
+    END IF;
+    IF NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user) THEN
+        RAISE EXCEPTION 'permission denied to bypass the fencing guard of table "%"', relname
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'fencing.bypass lets writes through without a token: only a superuser''s session may use it.',
+                  HINT = 'RESET fencing.bypass, and write with a token; to write without tokens, the table''s owner removes the guard with fencing.unprotect().';
+    END IF;
+    PERFORM fencing.count(relid, 'bypassed');
+    RAISE LOG 'fencing bypass: % on table "%" let through without a fence check', what, relname;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION fencing.bypassing(oid, text) IS
+    'internal: true when fencing.bypass lets this write through (a superuser''s); 42501 for other roles';
+
+-- A write refused for want of a token (SF002): counted, then raised.
+CREATE FUNCTION fencing.refuse_missing(relid oid, what text) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM fencing.count(relid, 'rejected_missing');
+    PERFORM fencing.raise_token_required(relid, what);
+END
+$$;
+
+-- A write whose setting and fence column disagree (SF002).
+CREATE FUNCTION fencing.refuse_conflict(relid oid, setting fencing.fence, col fencing.fence) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM fencing.count(relid, 'rejected_missing');
+    PERFORM fencing.raise_conflicting_tokens(setting, col, relid);
+END
+$$;
+
+-- A write whose token lost (SF001): counted by reason, then raised with the
+-- fence it lost to, or without it for a writer that may not read it.
+-- scope_name and key: the key or table scope lost to (NULL: the row).
+CREATE FUNCTION fencing.refuse_stale(relid oid, token fencing.fence, lost_to fencing.fence,
+                                     scope_name text, key text) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM fencing.count(relid, CASE WHEN token = lost_to THEN 'rejected_already_used'
+                                      ELSE 'rejected_stale' END);
+    IF NOT fencing.may_read_keys(relid, scope_name) THEN
+        PERFORM fencing.raise_stale_hidden(token, relid, scope_name);
+    END IF;
+    PERFORM fencing.raise_stale(token, lost_to, relid,
+                                CASE WHEN scope_name IS NOT NULL
+                                     THEN format('scope "%s" key %s', scope_name, key) END);
+END
+$$;
+
+REVOKE ALL ON FUNCTION fencing.refuse_missing(oid, text), fencing.refuse_conflict(oid, fencing.fence, fencing.fence),
+    fencing.refuse_stale(oid, fencing.fence, fencing.fence, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.refuse_missing(oid, text), fencing.refuse_conflict(oid, fencing.fence, fencing.fence),
+    fencing.refuse_stale(oid, fencing.fence, fencing.fence, text, text) TO PUBLIC;
+COMMENT ON FUNCTION fencing.refuse_missing(oid, text) IS 'internal: count and raise SF002 (no token)';
+COMMENT ON FUNCTION fencing.refuse_conflict(oid, fencing.fence, fencing.fence) IS 'internal: count and raise SF002 (two tokens)';
+COMMENT ON FUNCTION fencing.refuse_stale(oid, fencing.fence, fencing.fence, text, text) IS 'internal: count and raise SF001';
+
+-- TRUNCATE of a protected table (or of a member of its tree): SF002, always.
+CREATE FUNCTION fencing.guard_truncate() RETURNS trigger
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    root regclass := fencing.protected_root(TG_RELID);
+BEGIN
+    IF TG_OP <> 'TRUNCATE' OR TG_LEVEL <> 'STATEMENT' THEN
+        RAISE EXCEPTION 'fencing.guard_truncate() must be fired for TRUNCATE'
+            USING ERRCODE = 'E0000';
+    END IF;
+    PERFORM fencing.count(TG_RELID, 'rejected_missing');
+    RAISE EXCEPTION 'cannot truncate protected table "%"', TG_TABLE_NAME
+        USING ERRCODE = 'SF002',
+              DETAIL = 'TRUNCATE would remove every row and its fence at once, with no token to check.',
+              HINT = format('Call fencing.unprotect(''%s'') first if you really mean it.',
+                            (SELECT format('%I.%I', n.nspname, c.relname)
+                               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                              WHERE c.oid = coalesce(root, TG_RELID::regclass))),
+              TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
+END
+$$;
+COMMENT ON FUNCTION fencing.guard_truncate() IS
+    'refuses TRUNCATE of protected tables (installed by fencing.protect)';
+
+------------------------------------------------------------------------------
+-- protect() and unprotect(): the code written for each protected table
+------------------------------------------------------------------------------
+
+-- Who is calling.  A function that runs as the edition's owner (SECURITY
+-- DEFINER) sees its owner as current_user, never its caller; protect() and
+-- unprotect() must know the caller (it owns the table, it owns the scope).
+-- The caller proves who it is with a temporary table it creates in its own
+-- session just before the call (a role can create tables owned by itself
+-- only), and drops right after: fencing.caller_of() reads that table's
+-- owner, in this session's temporary schema.
+CREATE FUNCTION fencing.caller_proof() RETURNS oid
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    n text := format('fencing_caller_%s_%s', pg_backend_pid(), floor(random() * 1e12)::bigint);
+BEGIN
+    EXECUTE format('CREATE TEMPORARY TABLE %I () ON COMMIT DROP', n);
+    RETURN (SELECT c.oid FROM pg_class c
+             WHERE c.relname = n AND c.relnamespace = pg_my_temp_schema());
+END
+$$;
+COMMENT ON FUNCTION fencing.caller_proof() IS
+    'internal: a temporary table of the calling role, proof of who calls a function that runs as the edition''s owner';
+
+CREATE FUNCTION fencing.caller_of(proof oid) RETURNS oid
+    LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    who oid;
+BEGIN
+    SELECT c.relowner INTO who FROM pg_class c
+     WHERE c.oid = proof AND c.relnamespace = pg_my_temp_schema()
+       AND c.relname LIKE 'fencing\_caller\_%' AND c.relkind = 'r';
+    IF who IS NULL THEN
+        RAISE EXCEPTION 'no proof of the calling role'
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Call fencing.protect() and fencing.unprotect(), not the functions they use.';
+    END IF;
+    RETURN who;
+END
+$$;
+COMMENT ON FUNCTION fencing.caller_of(oid) IS
+    'internal: the role that made the proof (fencing.caller_proof())';
+
+CREATE FUNCTION fencing.drop_proof(proof oid) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF proof IS NOT NULL AND EXISTS (SELECT FROM pg_class c WHERE c.oid = proof
+                                      AND c.relnamespace = pg_my_temp_schema()) THEN
+        EXECUTE format('DROP TABLE %s', proof::regclass);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.drop_proof(oid) IS 'internal: drop a proof of the calling role';
+
+-- Check a scope name: 1 to 255 bytes (22023).
+CREATE FUNCTION fencing.check_scope_name(scope_name text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF scope_name = '' THEN
+        RAISE EXCEPTION 'scope_name must not be empty'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass NULL to use the table''s qualified name.';
+    ELSIF octet_length(scope_name) > 255 THEN
+        RAISE EXCEPTION 'scope_name is too long'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The scope name has %s bytes; the maximum is 255.', octet_length(scope_name));
+    END IF;
+END
+$$;
+
+-- The storage table and the writer of a new scope, as the edition's owner:
+-- fencing.scope_<h>(key columns..., fence, xact) with a unique index NULLS
+-- NOT DISTINCT on the key columns, and fencing.scope_<h>_write(keys...,
+-- token, strict, seed), which checks a write's token against the key's
+-- fence and advances it, in one statement that locks the key's row:
+-- INSERT ... ON CONFLICT DO UPDATE.  xact is the transaction that advanced
+-- the fence to its value, so that an equal token is accepted again in that
+-- transaction only (strict mode); seeding leaves it NULL.
+CREATE FUNCTION fencing.scope_create(scope_name text, owner regrole,
+                                     key_types regtype[], key_collations oid[])
+    RETURNS regclass
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h text := substr(encode(sha256(convert_to(scope_name, current_setting('server_encoding'))), 'hex'), 1, 16);
+    tname text;
+    attempt int := 1;
+    table_scope boolean := cardinality(key_types) = 0;
+    cols text := '';
+    keys text := '';
+    params text := '';
+    args text := '';
+    n int := cardinality(key_types);
+    i int;
+    storage regclass;
+    writer regprocedure;
+BEGIN
+    LOOP
+        tname := 'scope_' || h || CASE WHEN attempt > 1 THEN '_' || attempt ELSE '' END;
+        EXIT WHEN to_regclass(format('fencing.%I', tname)) IS NULL
+              AND to_regprocedure(format('fencing.%I(fencing.fence)', tname || '_write')) IS NULL
+              AND NOT EXISTS (SELECT FROM pg_proc p WHERE p.proname = tname || '_write'
+                                 AND p.pronamespace = 'fencing'::regnamespace);
+        attempt := attempt + 1;
+    END LOOP;
+    IF table_scope THEN
+        cols := 'k boolean NOT NULL';
+        keys := 'k';
+        args := 'true';
+    ELSE
+        FOR i IN 1 .. n LOOP
+            cols := cols || format('k%s %s%s, ', i, format_type(key_types[i], NULL),
+                                   CASE WHEN key_collations[i] <> 0
+                                        THEN ' COLLATE ' || key_collations[i]::regcollation::text ELSE '' END);
+            keys := keys || CASE WHEN i > 1 THEN ', ' ELSE '' END || 'k' || i;
+            params := params || format('p%s %s, ', i, format_type(key_types[i], NULL));
+            args := args || CASE WHEN i > 1 THEN ', ' ELSE '' END || '$' || i;
+        END LOOP;
+        cols := left(cols, -2);
+    END IF;
+    BEGIN
+        EXECUTE format('CREATE TABLE fencing.%I (%s, fence fencing.fence NOT NULL, xact xid8) WITH (fillfactor = 50)',
+                       tname, cols);
+        EXECUTE format('CREATE UNIQUE INDEX %I ON fencing.%I (%s) NULLS NOT DISTINCT',
+                       tname || '_key', tname, keys);
+    EXCEPTION WHEN undefined_object OR undefined_function THEN
+        RAISE EXCEPTION 'a key type of fencing scope "%" has no default btree operator class', scope_name
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = SQLERRM,
+                  HINT = 'Use key columns of types with a default btree operator class, such as text, integer, uuid or date.';
+    END;
+    storage := format('fencing.%I', tname)::regclass;
+    EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', storage);
+    EXECUTE format('GRANT SELECT ON %s TO %I', storage, owner::text);
+    -- the writer: every name qualified, no SET clause (it runs for every
+    -- write of the scope's tables, and a SET clause costs a GUC save and
+    -- restore per call)
+    EXECUTE format($f$
+        CREATE FUNCTION fencing.%1$I(%2$s token fencing.fence, strict boolean, seed boolean DEFAULT false)
+            RETURNS fencing.fence_pair
+            LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+        AS $w$
+        DECLARE
+            fe bigint;
+            fc bigint;
+            x pg_catalog.xid8;
+            me pg_catalog.xid8;
+        BEGIN
+            IF seed THEN
+                INSERT INTO fencing.%3$I AS s (%4$s, fence, xact) VALUES (%5$s, token, NULL)
+                ON CONFLICT (%4$s) DO UPDATE SET fence = EXCLUDED.fence
+                 WHERE s.fence OPERATOR(pg_catalog.<) EXCLUDED.fence;
+                RETURN NULL;
+            END IF;
+            me := pg_catalog.pg_current_xact_id();
+            INSERT INTO fencing.%3$I AS s (%4$s, fence, xact) VALUES (%5$s, token, me)
+            ON CONFLICT (%4$s) DO UPDATE
+               SET fence = CASE WHEN s.fence OPERATOR(pg_catalog.<) EXCLUDED.fence
+                                THEN EXCLUDED.fence ELSE s.fence END,
+                   xact = CASE WHEN s.fence OPERATOR(pg_catalog.<) EXCLUDED.fence
+                               THEN EXCLUDED.xact ELSE s.xact END
+            RETURNING (s.fence).epoch, (s.fence).counter, s.xact INTO fe, fc, x;
+            IF fe OPERATOR(pg_catalog.=) (token).epoch AND fc OPERATOR(pg_catalog.=) (token).counter
+               AND (x OPERATOR(pg_catalog.=) me OR NOT strict) THEN
+                RETURN NULL;
+            END IF;
+            RETURN ROW(fe, fc)::fencing.fence_pair;
+        END
+        $w$
+        $f$, tname || '_write', params, tname, keys,
+        CASE WHEN table_scope THEN 'true'
+             ELSE (SELECT string_agg(format('p%s', g.g), ', ' ORDER BY g.g) FROM generate_series(1, n) g(g)) END);
+    writer := (SELECT p.oid FROM pg_proc p WHERE p.proname = tname || '_write'
+                AND p.pronamespace = 'fencing'::regnamespace)::regprocedure;
+    EXECUTE format('COMMENT ON FUNCTION %s IS %L', writer,
+                   format('internal: check a write''s token against a key''s fence of fencing scope %s and advance it', scope_name));
+    EXECUTE format('COMMENT ON TABLE %s IS %L', storage,
+                   format('the fences of fencing scope %s: one row per key', scope_name));
+    INSERT INTO fencing.scope_storage (scope_name, owner, storage, table_scope, writer)
+    VALUES (scope_name, owner, storage, table_scope, writer);
+    RETURN storage;
+END
+$$;
+COMMENT ON FUNCTION fencing.scope_create(text, regrole, regtype[], oid[]) IS
+    'internal: create and register the storage table and writer of a new scope (protect() does this itself)';
+
+-- The source of the guard trigger function of a protected table.  Row,
+-- key or table scope, strict or not, with a lease or not: each table's
+-- guard holds only the code its settings need.  The order of a write's
+-- token is the C edition's: fencing.token when it is set; else the fence
+-- column, for an UPDATE when the statement changed it or when this
+-- transaction's guard wrote the row version it replaces, for an INSERT
+-- when it is not NULL; else none.  Both and different: SF002.
+CREATE FUNCTION fencing.guard_source(fence_column name, key_columns name[], strict boolean,
+                                     scope_name text, writer regprocedure, lease text,
+                                     pk_columns name[], partitioned boolean)
+    RETURNS text
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    src text;
+    row_scope boolean := key_columns IS NULL;
+    table_scope boolean := cardinality(key_columns) = 0;
+    new_keys text;
+    old_keys text;
+    new_text text;
+    old_text text;
+    wrote_src text;
+    scope_check text;
+BEGIN
+    src := $g$
+DECLARE
+    s text := pg_catalog.current_setting('fencing.token', true);
+    t fencing.fence_pair;
+    c fencing.fence_pair;
+    o fencing.fence_pair;
+    lost fencing.fence_pair;
+    have_c boolean := false;
+    wrote boolean;
+    xm pg_catalog.xid;
+    a text;
+    mv text;
+BEGIN
+    IF pg_catalog.current_setting('fencing.bypass', true) IS NOT NULL
+       AND fencing.bypassing(TG_RELID, TG_OP) THEN
+        IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN RETURN OLD; END IF;
+        RETURN NEW;
+    END IF;
+    IF s IS NOT NULL AND s OPERATOR(pg_catalog.<>) '' THEN
+        t := fencing.fence_from_text(s);
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+        c := NEW.@F@;
+        have_c := c IS NOT NULL;
+    ELSIF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
+        c := NEW.@F@;
+        o := OLD.@F@;
+        IF c IS NOT NULL THEN
+            IF o IS NOT NULL AND c OPERATOR(pg_catalog.=) o THEN
+                -- unchanged: a token only when this transaction's guard
+                -- wrote the version it replaces (a repeat write)
+@WROTE@
+                have_c := wrote;
+            ELSE
+                have_c := true;
+            END IF;
+        END IF;
+    ELSE
+        o := OLD.@F@;
+    END IF;
+    IF t IS NOT NULL THEN
+        IF have_c AND t OPERATOR(pg_catalog.<>) c THEN
+            PERFORM fencing.refuse_conflict(TG_RELID, t, c);
+        END IF;
+    ELSIF have_c THEN
+        t := c;
+    ELSE
+        IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+            -- the DELETE of an UPDATE that moves its row to another
+            -- partition carries the token the UPDATE was accepted with
+            mv := pg_catalog.current_setting('fencing.move', true);
+            IF mv IS NOT NULL AND mv OPERATOR(pg_catalog.<>) ''
+               AND pg_catalog.split_part(mv, '/', 1) OPERATOR(pg_catalog.=) TG_RELID::pg_catalog.text
+               AND pg_catalog.split_part(mv, '/', 2) OPERATOR(pg_catalog.=) pg_catalog.md5(OLD::pg_catalog.text) THEN
+                t := fencing.fence_from_text(pg_catalog.split_part(mv, '/', 3));
+                PERFORM pg_catalog.set_config('fencing.move', '', true);
+            END IF;
+        END IF;
+        IF t IS NULL THEN
+            @NO_TOKEN@
+            PERFORM fencing.refuse_missing(TG_RELID, TG_OP);
+        END IF;
+    END IF;
+@LEASE@
+@CHECK@
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    IF NOT have_c OR c OPERATOR(pg_catalog.<>) t THEN
+        NEW.@F@ := t;
+    END IF;
+    -- one token, one transaction: remember what this guard accepted
+    a := pg_catalog.current_setting('fencing.accepted', true);
+    s := ',' OPERATOR(pg_catalog.||) TG_RELID::pg_catalog.text OPERATOR(pg_catalog.||) '/'
+         OPERATOR(pg_catalog.||) (t.epoch)::pg_catalog.text OPERATOR(pg_catalog.||) ':'
+         OPERATOR(pg_catalog.||) (t.counter)::pg_catalog.text OPERATOR(pg_catalog.||) ',';
+    IF a IS NULL OR a OPERATOR(pg_catalog.=) '' THEN
+        PERFORM pg_catalog.set_config('fencing.accepted', s, true);
+    ELSIF pg_catalog.strpos(a, s) OPERATOR(pg_catalog.=) 0 THEN
+        PERFORM pg_catalog.set_config('fencing.accepted', a OPERATOR(pg_catalog.||) pg_catalog.substr(s, 2), true);
+    END IF;
+@MOVE@
+    RETURN NEW;
+END
+$g$;
+    src := replace(src, '@F@', quote_ident(fence_column));
+
+    -- an INSERT without a token: accepted in row scope without a lease
+    -- (there is nothing to check a new row against)
+    src := replace(src, '@NO_TOKEN@',
+                   CASE WHEN row_scope AND lease IS NULL
+                        THEN 'IF TG_OP OPERATOR(pg_catalog.=) ''INSERT'' THEN RETURN NEW; END IF;'
+                        ELSE '' END);
+
+    -- wrote: did this transaction's guard write the row version being
+    -- replaced?  It accepted the version's fence as a token for this table
+    -- (fencing.accepted); where a primary key finds the version, its xmin
+    -- tells a repeat write from another transaction's write with the same
+    -- token
+    wrote_src := $w$
+                a := pg_catalog.current_setting('fencing.accepted', true);
+                wrote := a IS NOT NULL
+                    AND pg_catalog.strpos(a, ',' OPERATOR(pg_catalog.||) TG_RELID::pg_catalog.text
+                                          OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) (o.epoch)::pg_catalog.text
+                                          OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) (o.counter)::pg_catalog.text
+                                          OPERATOR(pg_catalog.||) ',') OPERATOR(pg_catalog.>) 0;$w$;
+    IF pk_columns IS NOT NULL AND cardinality(pk_columns) > 0 THEN
+        wrote_src := wrote_src || format($p$
+                IF wrote AND pg_catalog.has_table_privilege(TG_RELID, 'SELECT') THEN
+                    EXECUTE 'SELECT x.xmin FROM ONLY ' OPERATOR(pg_catalog.||) TG_RELID::pg_catalog.regclass::pg_catalog.text
+                            OPERATOR(pg_catalog.||) ' x WHERE %s' INTO xm USING %s;
+                    wrote := xm IS NOT NULL AND fencing.xid_is_mine(xm);
+                END IF;$p$,
+            (SELECT string_agg(format('x.%I = $%s', k.name, k.ord), ' AND ' ORDER BY k.ord)
+               FROM unnest(pk_columns) WITH ORDINALITY AS k(name, ord)),
+            (SELECT string_agg(format('OLD.%I', k.name), ', ' ORDER BY k.ord)
+               FROM unnest(pk_columns) WITH ORDINALITY AS k(name, ord)));
+    END IF;
+
+    -- the lease every write must hold
+    IF lease IS NOT NULL THEN
+        src := replace(src, '@LEASE@', format($l$
+    PERFORM fencing.lease_guard(%L, t, TG_RELID);$l$, lease));
+    ELSE
+        src := replace(src, '@LEASE@', '');
+    END IF;
+
+    IF row_scope THEN
+        -- row scope: beat the fence of the row version being replaced
+        src := replace(src, '@CHECK@', replace($r$
+    IF o IS NOT NULL THEN
+        IF t OPERATOR(pg_catalog.<) o THEN
+            PERFORM fencing.refuse_stale(TG_RELID, t, o, NULL, NULL);
+        ELSIF @STRICT@ AND t OPERATOR(pg_catalog.=) o THEN
+@WROTE@
+            IF NOT wrote THEN
+                PERFORM fencing.refuse_stale(TG_RELID, t, o, NULL, NULL);
+            END IF;
+        END IF;
+    END IF;$r$, '@STRICT@', strict::text));
+    ELSE
+        -- key or table scope: beat the scope's fence, of both keys when an
+        -- UPDATE moves the row to another key (in a fixed order, so that
+        -- two such moves cannot deadlock)
+        IF table_scope THEN
+            new_keys := '';
+            old_keys := '';
+            new_text := '''[]''';
+            old_text := '''[]''';
+        ELSE
+            SELECT string_agg(format('NEW.%I, ', k), '' ORDER BY o),
+                   string_agg(format('OLD.%I, ', k), '' ORDER BY o),
+                   'fencing.scope_key(VARIADIC ARRAY[' || string_agg(format('(NEW.%I)::pg_catalog.text', k), ', ' ORDER BY o) || '])',
+                   'fencing.scope_key(VARIADIC ARRAY[' || string_agg(format('(OLD.%I)::pg_catalog.text', k), ', ' ORDER BY o) || '])'
+              INTO new_keys, old_keys, new_text, old_text
+              FROM unnest(key_columns) WITH ORDINALITY AS x(k, o);
+        END IF;
+        scope_check := $k$
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+        lost := @W@(@NEW@t, @STRICT@);
+        IF lost IS NOT NULL THEN
+            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @NEWTEXT@);
+        END IF;
+    ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        lost := @W@(@OLD@t, @STRICT@);
+        IF lost IS NOT NULL THEN
+            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @OLDTEXT@);
+        END IF;
+    ELSIF @SAMEKEY@ THEN
+        lost := @W@(@NEW@t, @STRICT@);
+        IF lost IS NOT NULL THEN
+            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @NEWTEXT@);
+        END IF;
+    ELSIF @OLDFIRST@ THEN
+        lost := @W@(@OLD@t, @STRICT@);
+        IF lost IS NOT NULL THEN
+            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @OLDTEXT@);
+        END IF;
+        lost := @W@(@NEW@t, @STRICT@);
+        IF lost IS NOT NULL THEN
+            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @NEWTEXT@);
+        END IF;
+    ELSE
+        lost := @W@(@NEW@t, @STRICT@);
+        IF lost IS NOT NULL THEN
+            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @NEWTEXT@);
+        END IF;
+        lost := @W@(@OLD@t, @STRICT@);
+        IF lost IS NOT NULL THEN
+            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @OLDTEXT@);
+        END IF;
+    END IF;$k$;
+        IF table_scope THEN
+            scope_check := replace(scope_check, '@SAMEKEY@', 'true');
+            scope_check := replace(scope_check, '@OLDFIRST@', 'true');
+        ELSE
+            scope_check := replace(scope_check, '@SAMEKEY@',
+                (SELECT format('ROW(%s) IS NOT DISTINCT FROM ROW(%s)',
+                               string_agg(format('OLD.%I', k), ', ' ORDER BY o),
+                               string_agg(format('NEW.%I', k), ', ' ORDER BY o))
+                   FROM unnest(key_columns) WITH ORDINALITY AS x(k, o)));
+            scope_check := replace(scope_check, '@OLDFIRST@',
+                (SELECT format('coalesce(ROW(%s) OPERATOR(pg_catalog.<) ROW(%s), true)',
+                               string_agg(format('OLD.%I', k), ', ' ORDER BY o),
+                               string_agg(format('NEW.%I', k), ', ' ORDER BY o))
+                   FROM unnest(key_columns) WITH ORDINALITY AS x(k, o)));
+        END IF;
+        scope_check := replace(scope_check, '@W@', writer::oid::regproc::text);
+        scope_check := replace(scope_check, '@NEW@', new_keys);
+        scope_check := replace(scope_check, '@OLD@', old_keys);
+        scope_check := replace(scope_check, '@NEWTEXT@', new_text);
+        scope_check := replace(scope_check, '@OLDTEXT@', old_text);
+        scope_check := replace(scope_check, '@STRICT@', strict::text);
+        scope_check := replace(scope_check, '@SCOPE@', quote_literal(scope_name));
+        src := replace(src, '@CHECK@', scope_check);
+    END IF;
+
+    -- an UPDATE of a partition's row whose token came from the fence
+    -- column: if the row moves to another partition, its DELETE from this
+    -- one carries no token of its own (the INSERT carries the column)
+    IF partitioned THEN
+        src := replace(src, '@MOVE@', $m$
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND have_c THEN
+        PERFORM pg_catalog.set_config('fencing.move',
+            TG_RELID::pg_catalog.text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) pg_catalog.md5(OLD::pg_catalog.text)
+            OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) fencing.fence_text(t), true);
+    END IF;$m$);
+    ELSE
+        src := replace(src, '@MOVE@', '');
+    END IF;
+    src := replace(src, '@WROTE@', wrote_src);
+    RETURN src;
+END
+$$;
+COMMENT ON FUNCTION fencing.guard_source(name, name[], boolean, text, regprocedure, text, name[], boolean) IS
+    'internal: the PL/pgSQL source of a protected table''s guard trigger function';
+
+
+-- The edition's side of protect(), as its owner: the scope (created, or
+-- checked: its owner, its key types), the guard function, its counters
+-- and the row of fencing.protected.  Returns the guard function, for the
+-- caller to install as the table's trigger.
+CREATE FUNCTION fencing.protect_apply(tbl regclass, fence_column name, key_columns name[],
+                                      strict boolean, scope_name text, lease text,
+                                      key_types regtype[], key_collations oid[],
+                                      pk_columns name[], proof oid)
+    RETURNS regprocedure
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller oid := fencing.caller_of(proof);
+    rel record;
+    sc record;
+    writer regprocedure;
+    gname text;
+    guard regprocedure;
+    parts text[];
+    other oid;
+    why text;
+    lease_owner oid;
+    counter text;
+BEGIN
+    SELECT c.oid, c.relname, c.relowner, c.relkind INTO rel FROM pg_class c WHERE c.oid = tbl;
+    IF NOT pg_has_role(caller, rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', rel.relname USING ERRCODE = 'insufficient_privilege';
+    END IF;
+
+    -- a lease of a role the table's owner acts for
+    IF lease IS NOT NULL THEN
+        SELECT l.owner INTO lease_owner FROM fencing.leases l WHERE l.name = lease;
+        IF lease_owner IS NOT NULL AND NOT pg_has_role(rel.relowner, lease_owner, 'USAGE') THEN
+            RAISE EXCEPTION 'permission denied for lease "%" of table "%"', lease, rel.relname
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = format('The lease belongs to role "%s", which the owner of the table, role "%s", is not a member of.',
+                                      lease_owner::regrole, rel.relowner::regrole),
+                      HINT = 'Protect the table with a lease of its owner''s, or grant the lease''s owner role to the table''s owner.';
+        END IF;
+    END IF;
+
+    IF key_columns IS NOT NULL THEN
+        -- protect() and reset_scope() take turns on a scope's name
+        PERFORM pg_advisory_xact_lock('fencing.scope_storage'::regclass::oid::integer, hashtext(scope_name));
+        SELECT s.* INTO sc FROM fencing.scope_storage s WHERE s.scope_name = protect_apply.scope_name;
+        IF FOUND THEN
+            IF NOT pg_has_role(caller, sc.owner, 'USAGE') THEN
+                IF EXISTS (SELECT FROM fencing.protected p WHERE p.relid = tbl
+                              AND p.scope_name = protect_apply.scope_name) THEN
+                    RAISE EXCEPTION 'permission denied for fencing scope "%"', scope_name
+                        USING ERRCODE = 'insufficient_privilege',
+                              DETAIL = format('Table "%s" is protected in this scope, which belongs to role "%s".', rel.relname, sc.owner),
+                              HINT = format('Have the extension''s owner give the scope to the table''s owner: UPDATE fencing.scope_storage SET owner = %L WHERE scope_name = %L.',
+                                            rel.relowner::regrole::text, scope_name);
+                END IF;
+                RAISE EXCEPTION 'permission denied for fencing scope "%"', scope_name
+                    USING ERRCODE = 'insufficient_privilege',
+                          DETAIL = format('The scope belongs to role "%s"; its fences were set by that role''s tables.', sc.owner),
+                          HINT = format('Protect the table with another scope_name, or have the extension''s owner remove the scope with fencing.reset_scope(%L) if its fences are no longer wanted.', scope_name);
+            END IF;
+            -- the storage's key columns: the table's key types and collations
+            SELECT string_agg(format('key column %s is of type %s%s in the scope and %s%s in the table',
+                                     a.attnum, format_type(a.atttypid, NULL),
+                                     CASE WHEN a.attcollation <> 0 THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END,
+                                     format_type(t.typ, NULL),
+                                     CASE WHEN t.coll <> 0 THEN ' COLLATE ' || t.coll::regcollation::text ELSE '' END), '; ')
+              INTO why
+              FROM unnest(key_types, key_collations) WITH ORDINALITY AS t(typ, coll, ord)
+              FULL JOIN (SELECT * FROM pg_attribute a WHERE a.attrelid = sc.storage AND a.attnum > 0
+                            AND NOT a.attisdropped AND a.attname NOT IN ('fence', 'xact')
+                            AND NOT (sc.table_scope AND a.attname = 'k')) a ON a.attnum = t.ord
+             WHERE a.attnum IS NULL OR t.ord IS NULL OR a.atttypid <> t.typ OR a.attcollation <> t.coll;
+            IF why IS NULL AND sc.table_scope <> (cardinality(key_columns) = 0) THEN
+                why := format('the scope is a %s scope', CASE WHEN sc.table_scope THEN 'table' ELSE 'key' END);
+            END IF;
+            IF why IS NOT NULL THEN
+                RAISE EXCEPTION 'the key columns of table "%" do not match fencing scope "%"', rel.relname, scope_name
+                    USING ERRCODE = 'datatype_mismatch', DETAIL = why || '.',
+                          HINT = 'Tables share a scope only with key columns of the same types and collations; a table not yet protected in this scope may use another scope_name instead.';
+            END IF;
+            writer := sc.writer;
+        ELSE
+            -- a new scope may not take the name of a table the caller does not own
+            parts := parse_ident(scope_name, false);
+            IF cardinality(parts) = 2 THEN
+                SELECT c.oid INTO other FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = parts[1] AND c.relname = parts[2];
+                IF other IS NOT NULL AND other <> tbl
+                   AND NOT pg_has_role(caller, (SELECT c.relowner FROM pg_class c WHERE c.oid = other), 'USAGE') THEN
+                    RAISE EXCEPTION 'permission denied for fencing scope "%"', scope_name
+                        USING ERRCODE = 'insufficient_privilege',
+                              DETAIL = format('The scope name is the name of table "%s", which you do not own.', parts[2]),
+                              HINT = 'Choose another scope_name.';
+                END IF;
+            END IF;
+            BEGIN
+                PERFORM fencing.scope_create(scope_name, caller::regrole, key_types, key_collations);
+            EXCEPTION WHEN unique_violation THEN
+                -- created since this transaction's snapshot (REPEATABLE READ)
+                RAISE EXCEPTION 'permission denied for fencing scope "%"', scope_name
+                    USING ERRCODE = 'insufficient_privilege',
+                          DETAIL = 'The scope was created by a concurrent transaction.',
+                          HINT = 'Try again in a new transaction.';
+            END;
+            SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = protect_apply.scope_name;
+        END IF;
+    END IF;
+
+    -- the guard function: the table's own, written anew with its settings
+    SELECT p.guard_function::oid::regproc::text INTO gname FROM fencing.protected p WHERE p.relid = tbl;
+    IF gname IS NULL THEN
+        gname := 'guard_' || substr(md5(tbl::oid::text || clock_timestamp()::text || random()::text), 1, 16);
+    ELSE
+        gname := (SELECT p.proname FROM pg_proc p JOIN fencing.protected x ON x.guard_function::oid = p.oid
+                   WHERE x.relid = tbl);
+    END IF;
+    EXECUTE format('CREATE OR REPLACE FUNCTION fencing.%I() RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS %L',
+                   gname, fencing.guard_source(fence_column, key_columns, strict, scope_name, writer, lease,
+                                               pk_columns, rel.relkind = 'p'));
+    guard := format('fencing.%I()', gname)::regprocedure;
+    EXECUTE format('COMMENT ON FUNCTION %s IS %L', guard,
+                   format('the fencing guard of table %s (written by fencing.protect())', tbl));
+    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', guard);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', guard, rel.relowner::regrole::text);
+    FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
+                                   'rejected_already_used', 'rejected_lease_expired'] LOOP
+        EXECUTE format('CREATE SEQUENCE IF NOT EXISTS fencing.%I', gname || '_' || counter);
+    END LOOP;
+
+    INSERT INTO fencing.protected AS p (relid, fence_column, key_columns, strict, scope_name, lease, guard_function)
+    VALUES (tbl, fence_column, key_columns, strict, scope_name, lease, guard)
+    ON CONFLICT (relid) DO UPDATE
+       SET fence_column = EXCLUDED.fence_column, key_columns = EXCLUDED.key_columns,
+           strict = EXCLUDED.strict, scope_name = EXCLUDED.scope_name, lease = EXCLUDED.lease,
+           guard_function = EXCLUDED.guard_function;
+    RETURN guard;
+END
+$$;
+COMMENT ON FUNCTION fencing.protect_apply(regclass, name, name[], boolean, text, text, regtype[], oid[], name[], oid) IS
+    'internal: the part of fencing.protect() that runs as the edition''s owner';
+
+-- The tables a protected table's writes can reach: itself, its partitions
+-- and its inheritance children, at any level.
+CREATE FUNCTION fencing.tree_of(tbl regclass, OUT member regclass, OUT depth integer, OUT is_partition boolean)
+    RETURNS SETOF record
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE down(member, depth, is_partition) AS (
+        SELECT tbl::oid, 0, false
+        UNION ALL
+        SELECT i.inhrelid, d.depth + 1, c.relispartition
+          FROM pg_inherits i JOIN down d ON i.inhparent = d.member
+          JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE d.depth < 100)
+    SELECT member::regclass, depth, is_partition FROM down
+$$;
+COMMENT ON FUNCTION fencing.tree_of(regclass) IS
+    'internal: a table with its partitions and inheritance children, at any level';
+
+CREATE FUNCTION fencing.protect(tbl regclass,
+                                fence_column name DEFAULT 'fence',
+                                key_columns name[] DEFAULT NULL,
+                                strict boolean DEFAULT true,
+                                scope_name text DEFAULT NULL,
+                                lease text DEFAULT NULL)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel record;
+    att record;
+    k name;
+    i integer;
+    key_types regtype[] := '{}';
+    key_collations oid[] := '{}';
+    pk_columns name[];
+    proof oid;
+    guard regprocedure;
+    m record;
+    writer regprocedure;
+    keylist text;
+    prev_rls text;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF fence_column IS NULL THEN
+        RAISE EXCEPTION 'fence_column must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF strict IS NULL THEN
+        RAISE EXCEPTION 'strict must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT c.oid, c.relname, c.relkind, c.relowner, n.nspname INTO rel
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = 'undefined_table';
+    END IF;
+    -- checks come before locks
+    IF NOT pg_has_role(rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of % %', CASE WHEN rel.relkind IN ('r', 'p') THEN 'table' ELSE 'relation' END, rel.relname
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION 'cannot protect "%"', rel.relname
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'Only tables and partitioned tables can be protected by fencing.';
+    END IF;
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+
+    -- the fence column
+    SELECT a.attnum, a.atttypid, a.atthasdef, a.attgenerated INTO att
+      FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = fence_column AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of table "%" does not exist', fence_column, rel.relname
+            USING ERRCODE = 'undefined_column';
+    ELSIF att.attnum < 0 THEN
+        RAISE EXCEPTION 'system column "%" cannot be used by fencing', fence_column
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF att.atttypid <> 'fencing.fence'::regtype THEN
+        RAISE EXCEPTION 'column "%" of table "%" is not of type fencing.fence', fence_column, rel.relname
+            USING ERRCODE = 'datatype_mismatch',
+                  DETAIL = format('Column "%s" is of type %s.', fence_column, format_type(att.atttypid, NULL)),
+                  HINT = format('Add a column of type fencing.fence: ALTER TABLE %s ADD COLUMN fence fencing.fence;', quote_ident(rel.relname));
+    ELSIF att.attgenerated <> '' THEN
+        RAISE EXCEPTION 'the fence column "%" of table "%" cannot be a generated column', fence_column, rel.relname
+            USING ERRCODE = 'feature_not_supported';
+    ELSIF att.atthasdef THEN
+        RAISE EXCEPTION 'the fence column "%" of table "%" cannot have a default', fence_column, rel.relname
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A default would put a token into writes that carry none.',
+                  HINT = format('ALTER TABLE %s ALTER COLUMN %s DROP DEFAULT;', quote_ident(rel.relname), quote_ident(fence_column));
+    END IF;
+
+    -- the key columns
+    IF key_columns IS NOT NULL THEN
+        IF array_ndims(key_columns) > 1 THEN
+            RAISE EXCEPTION 'key_columns must be a one-dimensional array' USING ERRCODE = 'array_subscript_error';
+        ELSIF array_position(key_columns, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION 'key_columns must not contain nulls' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF cardinality(key_columns) > 32 THEN
+            RAISE EXCEPTION 'too many key columns: %', cardinality(key_columns)
+                USING ERRCODE = 'program_limit_exceeded', DETAIL = 'A key scope has at most 32 columns.';
+        END IF;
+        FOR i IN 1 .. coalesce(cardinality(key_columns), 0) LOOP
+            k := key_columns[i];
+            IF k = fence_column THEN
+                RAISE EXCEPTION 'the fence column "%" cannot be a key column', k USING ERRCODE = 'invalid_parameter_value';
+            ELSIF array_position(key_columns, k) < i THEN
+                RAISE EXCEPTION 'key column "%" is listed twice', k USING ERRCODE = 'duplicate_column';
+            END IF;
+            SELECT a.attnum, a.atttypid, a.attcollation, a.attgenerated INTO att
+              FROM pg_attribute a WHERE a.attrelid = tbl AND a.attname = k AND NOT a.attisdropped;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'column "%" of table "%" does not exist', k, rel.relname USING ERRCODE = 'undefined_column';
+            ELSIF att.attnum < 0 THEN
+                RAISE EXCEPTION 'system column "%" cannot be used by fencing', k USING ERRCODE = 'invalid_parameter_value';
+            ELSIF att.attgenerated <> '' THEN
+                RAISE EXCEPTION 'key column "%" of table "%" cannot be a generated column', k, rel.relname
+                    USING ERRCODE = 'feature_not_supported';
+            END IF;
+            key_types := key_types || fencing.base_type(att.atttypid)::regtype;
+            key_collations := key_collations || att.attcollation;
+            IF NOT fencing.has_btree_equality(att.atttypid) THEN
+                RAISE EXCEPTION 'key column "%" of table "%" cannot key a fence scope', k, rel.relname
+                    USING ERRCODE = 'feature_not_supported',
+                          DETAIL = format('Type %s has no default btree operator class, so fencing cannot tell when two of its values are the same key.',
+                                          format_type(fencing.base_type(att.atttypid), NULL)),
+                          HINT = 'Use a key column of a type with a default btree operator class, such as text, integer, uuid or date.',
+                          TABLE = rel.relname, SCHEMA = rel.nspname, COLUMN = k;
+            END IF;
+        END LOOP;
+    END IF;
+
+    IF scope_name IS NULL THEN
+        scope_name := format('%s.%s', quote_ident(rel.nspname), quote_ident(rel.relname));
+    ELSE
+        PERFORM fencing.check_scope_name(scope_name);
+    END IF;
+    IF lease = '' THEN
+        RAISE EXCEPTION 'lease must not be empty'
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass NULL to protect the table without a lease.';
+    END IF;
+    IF key_columns IS NOT NULL AND current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'fencing.protect() in key or table scope must run at READ COMMITTED'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'It seeds the scope''s fences from every row committed before it returns, and this transaction''s snapshot may not see rows committed while it waited for the table''s lock.',
+                  HINT = 'Call it in a transaction of its own at READ COMMITTED.';
+    END IF;
+
+    -- the primary key of the table (for telling repeat writes apart)
+    SELECT array_agg(a.attname ORDER BY k.ord) INTO pk_columns
+      FROM pg_index x
+      CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord)
+      JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+     WHERE x.indrelid = tbl AND x.indisprimary;
+
+    proof := fencing.caller_proof();
+    guard := fencing.protect_apply(tbl, fence_column, key_columns, strict, scope_name, lease,
+                                   key_types, key_collations, pk_columns, proof);
+    PERFORM fencing.drop_proof(proof);
+
+    -- the triggers, as the caller, who owns the table: the row guard (a
+    -- partitioned table's partitions get it from the table, now and when
+    -- created or attached later; inheritance children get their own) and
+    -- the TRUNCATE guard of every member
+    FOR m IN SELECT * FROM fencing.tree_of(tbl) t ORDER BY t.depth LOOP
+        IF m.depth = 0 OR NOT m.is_partition THEN
+            EXECUTE format('CREATE OR REPLACE TRIGGER zz_fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s',
+                           m.member, guard);
+            EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_guard', m.member);
+        END IF;
+        EXECUTE format('CREATE OR REPLACE TRIGGER zz_fencing_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()',
+                       m.member);
+        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_truncate', m.member);
+    END LOOP;
+
+    -- key and table scope: the fences already in the rows, every row
+    -- (row security would hide some: refuse rather than seed from part)
+    IF key_columns IS NOT NULL THEN
+        SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = protect.scope_name;
+        prev_rls := current_setting('row_security');
+        PERFORM set_config('row_security', 'off', true);
+        IF cardinality(key_columns) = 0 THEN
+            EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM %s x) m WHERE m.f IS NOT NULL',
+                           writer::oid::regproc, fence_column, tbl);
+        ELSE
+            keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
+                          FROM unnest(key_columns) WITH ORDINALITY AS u(c, o));
+            EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
+                           writer::oid::regproc,
+                           (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(key_columns) WITH ORDINALITY AS u(c, o)),
+                           keylist, fence_column, tbl, fence_column, keylist);
+        END IF;
+        PERFORM set_config('row_security', prev_rls, true);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.protect(regclass, name, name[], boolean, text, text) IS
+    'protect a table: every write must carry a token newer than its scope''s fence (and, with lease, the lease''s current live token)';
+
+-- The base type of a domain (itself for other types).
+CREATE FUNCTION fencing.base_type(typ oid) RETURNS oid
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE d(oid, base) AS (
+        SELECT t.oid, t.typbasetype FROM pg_type t WHERE t.oid = typ
+        UNION ALL
+        SELECT t.oid, t.typbasetype FROM pg_type t JOIN d ON t.oid = d.base)
+    SELECT d.oid FROM d WHERE d.base = 0
+$$;
+COMMENT ON FUNCTION fencing.base_type(oid) IS 'internal: the base type of a domain (itself for other types)';
+
+-- Does the type (a domain: its base type) have a default btree operator
+-- class, so that its values can be told equal or not as keys?
+CREATE FUNCTION fencing.has_btree_equality(typ oid) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (
+        SELECT FROM pg_opclass o
+          JOIN pg_am a ON a.oid = o.opcmethod AND a.amname = 'btree'
+          JOIN pg_type t ON t.oid = fencing.base_type(typ)
+         WHERE o.opcdefault
+           AND (o.opcintype = t.oid
+                OR (o.opcintype = 'anyenum'::regtype AND t.typtype = 'e')
+                OR (o.opcintype = 'anyrange'::regtype AND t.typtype = 'r')
+                OR (o.opcintype = 'anymultirange'::regtype AND t.typtype = 'm')
+                OR (o.opcintype = 'record'::regtype AND t.typtype = 'c')
+                OR (o.opcintype = 'anyarray'::regtype AND t.typelem <> 0 AND t.typsubscript = 'array_subscript_handler'::regproc
+                    AND fencing.has_btree_equality(t.typelem))
+                OR EXISTS (SELECT FROM pg_cast c WHERE c.castsource = t.oid AND c.casttarget = o.opcintype
+                              AND c.castmethod = 'b')))
+$$;
+COMMENT ON FUNCTION fencing.has_btree_equality(oid) IS
+    'internal: does the type have a default btree operator class (the equality that tells keys apart)';
+
+-- The edition's side of unprotect(), as its owner.
+CREATE FUNCTION fencing.unprotect_apply(tbl regclass, proof oid) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    caller oid := fencing.caller_of(proof);
+    owner oid := (SELECT c.relowner FROM pg_class c WHERE c.oid = tbl);
+    guard regprocedure;
+    counter text;
+BEGIN
+    IF owner IS NOT NULL AND NOT pg_has_role(caller, owner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', tbl USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    DELETE FROM fencing.protected p WHERE p.relid = tbl RETURNING p.guard_function INTO guard;
+    IF guard IS NOT NULL THEN
+        FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
+                                       'rejected_already_used', 'rejected_lease_expired'] LOOP
+            EXECUTE format('DROP SEQUENCE IF EXISTS fencing.%I', guard::oid::regproc::text || '_' || counter);
+        END LOOP;
+        EXECUTE format('DROP FUNCTION IF EXISTS %s', guard);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.unprotect_apply(regclass, oid) IS
+    'internal: the part of fencing.unprotect() that runs as the edition''s owner';
+
+CREATE FUNCTION fencing.unprotect(tbl regclass) RETURNS void
+    LANGUAGE plpgsql STRICT VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rel record;
+    m record;
+    proof oid;
+BEGIN
+    SELECT c.oid, c.relname, c.relkind, c.relowner INTO rel FROM pg_class c WHERE c.oid = tbl;
+    IF NOT FOUND THEN
+        -- a table dropped while the DDL guard was not there to forget it
+        IF EXISTS (SELECT FROM fencing.protected p WHERE p.relid = tbl) THEN
+            proof := fencing.caller_proof();
+            PERFORM fencing.unprotect_apply(tbl, proof);
+            PERFORM fencing.drop_proof(proof);
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = 'undefined_table';
+    END IF;
+    IF NOT pg_has_role(rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of % %', CASE WHEN rel.relkind IN ('r', 'p') THEN 'table' ELSE 'relation' END, rel.relname
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION 'cannot unprotect "%"', rel.relname
+            USING ERRCODE = 'wrong_object_type',
+                  DETAIL = 'Only tables and partitioned tables can be protected by fencing.';
+    END IF;
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    IF NOT EXISTS (SELECT FROM fencing.protected p WHERE p.relid = tbl) THEN
+        RAISE NOTICE 'table "%" is not protected, skipping', rel.relname;
+        RETURN;
+    END IF;
+    PERFORM set_config('fencing.unprotecting', tbl::oid::text, true);
+    FOR m IN SELECT * FROM fencing.tree_of(tbl) t ORDER BY t.depth DESC LOOP
+        IF m.depth = 0 OR NOT m.is_partition THEN
+            EXECUTE format('DROP TRIGGER IF EXISTS zz_fencing_guard ON %s', m.member);
+        END IF;
+        EXECUTE format('DROP TRIGGER IF EXISTS zz_fencing_truncate ON %s', m.member);
+    END LOOP;
+    proof := fencing.caller_proof();
+    PERFORM fencing.unprotect_apply(tbl, proof);
+    PERFORM fencing.drop_proof(proof);
+    PERFORM set_config('fencing.unprotecting', '', true);
+END
+$$;
+COMMENT ON FUNCTION fencing.unprotect(regclass) IS
+    'remove the fencing guard from a table (its scope fences are kept)';
+
+-- Forget a scope no protected table uses: its fences and its owner, so that
+-- any role may protect into the name again.  For the edition's owner (and
+-- whom it grants it to).
+CREATE FUNCTION fencing.reset_scope(scope_name text) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    sc record;
+    users text;
+    n bigint;
+BEGIN
+    IF scope_name IS NULL THEN
+        RAISE EXCEPTION 'scope_name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM pg_advisory_xact_lock('fencing.scope_storage'::regclass::oid::integer, hashtext(scope_name));
+    SELECT s.* INTO sc FROM fencing.scope_storage s WHERE s.scope_name = reset_scope.scope_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fencing scope "%" does not exist', scope_name USING ERRCODE = 'undefined_object';
+    END IF;
+    SELECT string_agg(p.relid::text, ', ' ORDER BY p.relid::text) INTO users
+      FROM fencing.protected p WHERE p.scope_name = reset_scope.scope_name AND p.key_columns IS NOT NULL;
+    IF users IS NOT NULL THEN
+        RAISE EXCEPTION 'fencing scope "%" is in use', scope_name
+            USING ERRCODE = 'object_in_use',
+                  DETAIL = format('Protected in this scope: %s.', users),
+                  HINT = 'Call fencing.unprotect() on those tables first.';
+    END IF;
+    EXECUTE format('SELECT count(*) FROM %s', sc.storage) INTO n;
+    DELETE FROM fencing.scope_storage s WHERE s.scope_name = reset_scope.scope_name;
+    EXECUTE format('DROP FUNCTION %s', sc.writer);
+    EXECUTE format('DROP TABLE %s CASCADE', sc.storage);
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION fencing.reset_scope(text) IS
+    'forget a scope no protected table uses: drop its fences (and whatever other roles built on its storage table) and its owner, so that any role may protect into the name again; returns the number of fences dropped';
+REVOKE ALL ON FUNCTION fencing.reset_scope(text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION fencing.protect_apply(regclass, name, name[], boolean, text, text, regtype[], oid[], name[], oid),
+    fencing.unprotect_apply(regclass, oid),
+    fencing.scope_create(text, regrole, regtype[], oid[]),
+    fencing.count(oid, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.protect_apply(regclass, name, name[], boolean, text, text, regtype[], oid[], name[], oid),
+    fencing.unprotect_apply(regclass, oid), fencing.count(oid, text) TO PUBLIC;
+
+-- health
+
+-- stats
+
+CREATE TABLE fencing.leases (name text PRIMARY KEY, holder text, token fencing.fence, granted_at timestamptz, expires_at timestamptz, owner regrole NOT NULL);
+
+-- idempotency
+
+-- ddl_guard
+
+-- dump
+
+COMMIT;

@@ -1,0 +1,1 @@
+-- ddl_guard

@@ -1,0 +1,260 @@
+------------------------------------------------------------------------------
+-- The type fencing.fence: (epoch, counter), ordered epoch first
+------------------------------------------------------------------------------
+
+-- A composite type under a domain, not a base type: a base type's input
+-- function, its operator classes and its binary I/O need a superuser (or
+-- pg_tle's base types, which are stored as text, cannot be indexed without
+-- a superuser's operator class, and whose input can never be replaced).  A
+-- composite needs nothing: PostgreSQL orders, hashes, indexes and sends it
+-- in binary field by field, and (bigint, bigint) compares exactly as the C
+-- edition's type does, epoch first.  Its text form is PostgreSQL's
+-- composite form, (3,42); fencing.fence_text() writes 3:42, and everything
+-- that takes a token also reads 3:42 (fencing.fence_from_text()).
+CREATE TYPE fencing.fence_pair AS (epoch bigint, counter bigint);
+COMMENT ON TYPE fencing.fence_pair IS
+    'the two parts of a fence; use the domain fencing.fence, which refuses missing and negative parts';
+
+-- NULL is a fence column without a token; (,) and negative parts are no fence.
+CREATE DOMAIN fencing.fence AS fencing.fence_pair
+    CONSTRAINT fence_parts CHECK (
+        (VALUE) IS NOT DISTINCT FROM NULL
+        OR ((VALUE).epoch OPERATOR(pg_catalog.>=) 0 AND (VALUE).counter OPERATOR(pg_catalog.>=) 0));
+COMMENT ON DOMAIN fencing.fence IS
+    'fencing token (epoch, counter), ordered by epoch, then counter; text form (E,C), fencing.fence_text() gives E:C';
+
+-- Report a part out of range (22003), as the C edition's constructors do.
+CREATE FUNCTION fencing.fence_out_of_range(epoch bigint, counter bigint) RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'fence (%, %) is out of range', epoch, counter
+        USING ERRCODE = 'numeric_value_out_of_range',
+              DETAIL = 'The epoch and the counter of a fence must each be between 0 and 9223372036854775807.';
+END
+$$;
+COMMENT ON FUNCTION fencing.fence_out_of_range(bigint, bigint) IS
+    'internal: raise 22003 for a fence with a negative part';
+
+CREATE FUNCTION fencing.fence(epoch bigint, counter bigint) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN epoch OPERATOR(pg_catalog.>=) 0 AND counter OPERATOR(pg_catalog.>=) 0
+                THEN ROW(epoch, counter)::fencing.fence_pair::fencing.fence
+                ELSE fencing.fence_out_of_range(epoch, counter) END
+$$;
+COMMENT ON FUNCTION fencing.fence(bigint, bigint) IS
+    'build a fence from its epoch and counter';
+
+CREATE FUNCTION fencing.fence(counter bigint) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence(0, counter) $$;
+COMMENT ON FUNCTION fencing.fence(bigint) IS 'a counter as a fence of epoch 0';
+
+CREATE FUNCTION fencing.fence(counter integer) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence(0, counter::bigint) $$;
+COMMENT ON FUNCTION fencing.fence(integer) IS 'a counter as a fence of epoch 0';
+
+CREATE FUNCTION fencing.epoch(f fencing.fence) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT (f).epoch $$;
+COMMENT ON FUNCTION fencing.epoch(fencing.fence) IS 'the epoch of a fence';
+
+CREATE FUNCTION fencing.counter(f fencing.fence) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT (f).counter $$;
+COMMENT ON FUNCTION fencing.counter(fencing.fence) IS 'the counter of a fence';
+
+-- The text form of the C edition, E:C.
+CREATE FUNCTION fencing.fence_text(f fencing.fence) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT ((f).epoch)::pg_catalog.text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) ((f).counter)::pg_catalog.text $$;
+COMMENT ON FUNCTION fencing.fence_text(fencing.fence) IS
+    'a fence written E:C, as the C edition writes it (3:42)';
+
+-- Read a fence: E:C, a bare C (epoch 0), or the composite form (E,C), with
+-- white space around; 22P02 for bad syntax, 22003 for a negative part or
+-- one above the 64-bit maximum, as the C edition's input function.  No
+-- regular expressions: this runs for every write that carries its token in
+-- fencing.token, and string functions cost a fraction of a regex match.
+CREATE FUNCTION fencing.fence_from_text(input text) RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+DECLARE
+    s text := pg_catalog.btrim(input, E' \t\n\r\v\f');
+    p integer := pg_catalog.strpos(s, ':');
+    parts text[];
+    part text;
+    v bigint[] := '{}';
+    bad boolean := false;
+    too_big boolean := false;
+BEGIN
+    -- the usual token: two short runs of digits
+    IF p OPERATOR(pg_catalog.>) 1
+       AND pg_catalog.length(s) OPERATOR(pg_catalog.<) 38
+       AND pg_catalog.translate(s, '0123456789', '') OPERATOR(pg_catalog.=) ':'
+       AND p OPERATOR(pg_catalog.<) pg_catalog.length(s)
+       AND p OPERATOR(pg_catalog.<=) 19
+       AND pg_catalog.length(s) OPERATOR(pg_catalog.-) p OPERATOR(pg_catalog.<=) 18 THEN
+        RETURN ROW(pg_catalog.substr(s, 1, p OPERATOR(pg_catalog.-) 1)::bigint,
+                   pg_catalog.substr(s, p OPERATOR(pg_catalog.+) 1)::bigint)::fencing.fence_pair;
+    END IF;
+    IF p OPERATOR(pg_catalog.>) 0 THEN
+        parts := ARRAY[pg_catalog.substr(s, 1, p OPERATOR(pg_catalog.-) 1),
+                       pg_catalog.substr(s, p OPERATOR(pg_catalog.+) 1)];
+    ELSIF pg_catalog.left(s, 1) OPERATOR(pg_catalog.=) '('
+          AND pg_catalog.right(s, 1) OPERATOR(pg_catalog.=) ')'
+          AND pg_catalog.strpos(s, ',') OPERATOR(pg_catalog.>) 0 THEN
+        -- the composite form (E,C), as PostgreSQL prints a fence
+        s := pg_catalog.substr(s, 2, pg_catalog.length(s) OPERATOR(pg_catalog.-) 2);
+        parts := ARRAY[pg_catalog.split_part(s, ',', 1),
+                       pg_catalog.substr(s, pg_catalog.strpos(s, ',') OPERATOR(pg_catalog.+) 1)];
+    ELSE
+        parts := ARRAY['0', s];
+    END IF;
+    FOREACH part IN ARRAY parts LOOP
+        IF pg_catalog.left(part, 1) OPERATOR(pg_catalog.=) '-' THEN
+            part := pg_catalog.substr(part, 2);
+            -- "-0" is not a negative number, but it is not a fence either
+            IF part OPERATOR(pg_catalog.=) '' OR pg_catalog.translate(part, '0123456789', '') OPERATOR(pg_catalog.<>) ''
+               OR pg_catalog.ltrim(part, '0') OPERATOR(pg_catalog.=) '' THEN
+                bad := true;
+            ELSE
+                too_big := true;
+            END IF;
+            CONTINUE;
+        END IF;
+        IF part OPERATOR(pg_catalog.=) '' OR pg_catalog.translate(part, '0123456789', '') OPERATOR(pg_catalog.<>) '' THEN
+            bad := true;
+            CONTINUE;
+        END IF;
+        part := pg_catalog.ltrim(part, '0');
+        IF pg_catalog.length(part) OPERATOR(pg_catalog.>) 19
+           OR (pg_catalog.length(part) OPERATOR(pg_catalog.=) 19
+               AND part COLLATE "C" OPERATOR(pg_catalog.>) '9223372036854775807') THEN
+            too_big := true;
+        ELSIF NOT too_big THEN
+            v := v OPERATOR(pg_catalog.||) (CASE WHEN part OPERATOR(pg_catalog.=) '' THEN 0 ELSE part::bigint END);
+        END IF;
+    END LOOP;
+    IF bad THEN
+        RAISE EXCEPTION 'invalid input syntax for type fence: "%"', input
+            USING ERRCODE = 'invalid_text_representation',
+                  HINT = 'A fence is written "epoch:counter" or "counter", for example "3:42".';
+    ELSIF too_big THEN
+        RAISE EXCEPTION 'value "%" is out of range for type fence', input
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'The epoch and the counter of a fence must each be between 0 and 9223372036854775807.';
+    END IF;
+    RETURN ROW(v[1], v[2])::fencing.fence_pair;
+END
+$$;
+COMMENT ON FUNCTION fencing.fence_from_text(text) IS
+    'read a fence written E:C, C (epoch 0) or (E,C); 22P02 for bad syntax, 22003 for a part out of range';
+
+-- Casts.  PostgreSQL looks casts up between base types, so the casts of the
+-- domain are those of its composite: bigint and integer become fences of
+-- epoch 0 (explicitly and on assignment), text is read as E:C, C or (E,C),
+-- and a fence cast to text is written E:C.  (A quoted literal written into
+-- a fence column is read by PostgreSQL's composite input, which takes only
+-- (E,C): write fencing.fence(3, 42), '(3,42)', or carry the token in
+-- fencing.token.)
+CREATE FUNCTION fencing.fence_pair_from_int8(counter bigint) RETURNS fencing.fence_pair
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence(0, counter)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.fence_pair_from_int4(counter integer) RETURNS fencing.fence_pair
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence(0, counter::bigint)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.fence_pair_from_text(input text) RETURNS fencing.fence_pair
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence_from_text(input)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.fence_pair_text(f fencing.fence_pair) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT ((f).epoch)::pg_catalog.text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) ((f).counter)::pg_catalog.text $$;
+COMMENT ON FUNCTION fencing.fence_pair_from_int8(bigint) IS 'internal: the cast bigint -> fence';
+COMMENT ON FUNCTION fencing.fence_pair_from_int4(integer) IS 'internal: the cast integer -> fence';
+COMMENT ON FUNCTION fencing.fence_pair_from_text(text) IS 'internal: the cast text -> fence (E:C, C or (E,C))';
+COMMENT ON FUNCTION fencing.fence_pair_text(fencing.fence_pair) IS 'internal: the cast fence -> text (E:C)';
+CREATE CAST (bigint AS fencing.fence_pair)
+    WITH FUNCTION fencing.fence_pair_from_int8(bigint) AS ASSIGNMENT;
+CREATE CAST (integer AS fencing.fence_pair)
+    WITH FUNCTION fencing.fence_pair_from_int4(integer) AS ASSIGNMENT;
+CREATE CAST (text AS fencing.fence_pair)
+    WITH FUNCTION fencing.fence_pair_from_text(text);
+CREATE CAST (fencing.fence_pair AS text)
+    WITH FUNCTION fencing.fence_pair_text(fencing.fence_pair) AS ASSIGNMENT;
+
+CREATE FUNCTION fencing.next(f fencing.fence) RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (f).counter = 9223372036854775807 THEN
+        RAISE EXCEPTION 'fence counter out of range'
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = format('Fence %s has the largest counter there is.', fencing.fence_text(f)),
+                  HINT = 'Use fencing.next_epoch() to start a new epoch.';
+    END IF;
+    RETURN ROW((f).epoch, (f).counter + 1)::fencing.fence_pair;
+END
+$$;
+COMMENT ON FUNCTION fencing.next(fencing.fence) IS
+    'the next fence in the same epoch (counter + 1)';
+
+CREATE FUNCTION fencing.next_epoch(f fencing.fence) RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (f).epoch = 9223372036854775807 THEN
+        RAISE EXCEPTION 'fence epoch out of range'
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = format('Fence %s has the largest epoch there is.', fencing.fence_text(f));
+    END IF;
+    RETURN ROW((f).epoch + 1, 0)::fencing.fence_pair;
+END
+$$;
+COMMENT ON FUNCTION fencing.next_epoch(fencing.fence) IS
+    'the first fence of the next epoch (epoch + 1, counter 0)';
+
+-- Aggregates: PostgreSQL has no max() or min() of a composite.
+CREATE FUNCTION fencing.fence_larger(a fencing.fence, b fencing.fence) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT CASE WHEN a OPERATOR(pg_catalog.>=) b THEN a ELSE b END $$;
+CREATE FUNCTION fencing.fence_smaller(a fencing.fence, b fencing.fence) RETURNS fencing.fence
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT CASE WHEN a OPERATOR(pg_catalog.<=) b THEN a ELSE b END $$;
+COMMENT ON FUNCTION fencing.fence_larger(fencing.fence, fencing.fence) IS 'the larger of two fences';
+COMMENT ON FUNCTION fencing.fence_smaller(fencing.fence, fencing.fence) IS 'the smaller of two fences';
+CREATE AGGREGATE fencing.max(fencing.fence) (
+    SFUNC = fencing.fence_larger, STYPE = fencing.fence,
+    COMBINEFUNC = fencing.fence_larger, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE fencing.max(fencing.fence) IS 'the newest fence';
+CREATE AGGREGATE fencing.min(fencing.fence) (
+    SFUNC = fencing.fence_smaller, STYPE = fencing.fence,
+    COMBINEFUNC = fencing.fence_smaller, PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE fencing.min(fencing.fence) IS 'the oldest fence';
+
+-- ZooKeeper: the fence ((generation << 32) | (zxid >> 32)) : (zxid & 0xffffffff).
+CREATE FUNCTION fencing.fence_from_zxid(zxid bigint, generation integer DEFAULT 0)
+    RETURNS fencing.fence
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF zxid < 0 THEN
+        RAISE EXCEPTION 'zxid % is out of range for a fence token', zxid
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'A ZooKeeper zxid is not negative: its high 32 bits are the leader''s epoch, its low 32 bits a counter.',
+                  HINT = 'Pass the czxid of the lock''s znode as ZooKeeper reports it.';
+    END IF;
+    IF generation < 0 THEN
+        RAISE EXCEPTION 'generation % is out of range for a fence token', generation
+            USING ERRCODE = 'numeric_value_out_of_range',
+                  DETAIL = 'The generation goes into the epoch above ZooKeeper''s own epoch: it must be between 0 and 2147483647.',
+                  HINT = 'Start the generation at 0 and raise it by one after each loss of ZooKeeper''s data.';
+    END IF;
+    RETURN ROW((generation::bigint << 32) | (zxid >> 32), zxid & 4294967295)::fencing.fence_pair;
+END
+$$;
+COMMENT ON FUNCTION fencing.fence_from_zxid(bigint, integer) IS
+    'ZooKeeper: the fence ((generation << 32) | (zxid >> 32)) : (zxid & 0xffffffff) of a znode''s zxid; ordered as zxids are, and a raised generation beats every zxid of earlier generations (raise it after ZooKeeper loses its data)';
