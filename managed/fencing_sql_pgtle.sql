@@ -1639,6 +1639,9 @@ BEGIN
                                    key_types, key_collations, pk_columns, proof);
     PERFORM fencing.drop_proof(proof);
 
+    -- (the DDL guard leaves this table's DDL to us until we are done)
+    PERFORM set_config('fencing.ddl_guard_pause', tbl::oid::text, true);
+
     -- the triggers, as the caller, who owns the table: the row guard (a
     -- partitioned table's partitions get it from the table, now and when
     -- created or attached later; inheritance children get their own) and
@@ -1653,6 +1656,8 @@ BEGIN
                        m.member);
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_truncate', m.member);
     END LOOP;
+
+    PERFORM set_config('fencing.ddl_guard_pause', '', true);
 
     -- key and table scope: the fences already in the rows, every row
     -- (row security would hide some: refuse rather than seed from part)
@@ -1776,7 +1781,7 @@ BEGIN
         RAISE NOTICE 'table "%" is not protected, skipping', rel.relname;
         RETURN;
     END IF;
-    PERFORM set_config('fencing.unprotecting', tbl::oid::text, true);
+    PERFORM set_config('fencing.ddl_guard_pause', tbl::oid::text, true);
     FOR m IN SELECT * FROM fencing.tree_of(tbl) t ORDER BY t.depth DESC LOOP
         IF m.depth = 0 OR NOT m.is_partition THEN
             EXECUTE format('DROP TRIGGER IF EXISTS zz_fencing_guard ON %s', m.member);
@@ -1786,7 +1791,7 @@ BEGIN
     proof := fencing.caller_proof();
     PERFORM fencing.unprotect_apply(tbl, proof);
     PERFORM fencing.drop_proof(proof);
-    PERFORM set_config('fencing.unprotecting', '', true);
+    PERFORM set_config('fencing.ddl_guard_pause', '', true);
 END
 $$;
 COMMENT ON FUNCTION fencing.unprotect(regclass) IS
@@ -1838,17 +1843,1679 @@ REVOKE ALL ON FUNCTION fencing.protect_apply(regclass, name, name[], boolean, te
 GRANT EXECUTE ON FUNCTION fencing.protect_apply(regclass, name, name[], boolean, text, text, regtype[], oid[], name[], oid),
     fencing.unprotect_apply(regclass, oid), fencing.count(oid, text) TO PUBLIC;
 
--- health
+------------------------------------------------------------------------------
+-- Health: is every guard in place?  (fencing.protected_tables)
+------------------------------------------------------------------------------
 
--- stats
+-- Whether the DDL guard was installed (the installing role may create
+-- event triggers) and whether it must be there: see ddl_guard.sql.
+CREATE TABLE fencing.edition_state (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    ddl_guard boolean NOT NULL
+);
+COMMENT ON TABLE fencing.edition_state IS
+    'ddl_guard: whether the DDL guard (event triggers) was installed; when it was, its absence makes every guard not intact';
+REVOKE ALL ON fencing.edition_state FROM PUBLIC;
+GRANT SELECT ON fencing.edition_state TO PUBLIC;
 
-CREATE TABLE fencing.leases (name text PRIMARY KEY, holder text, token fencing.fence, granted_at timestamptz, expires_at timestamptz, owner regrole NOT NULL);
+-- What is wrong with the guard of protected table relid, one row per
+-- problem: kind (for the DDL guard's message), the member table concerned
+-- and the problem as the view shows it.
+CREATE FUNCTION fencing.guard_problems(relid regclass,
+                                       OUT kind text, OUT member regclass, OUT problem text)
+    RETURNS SETOF record
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p fencing.protected;
+    m record;
+    g record;
+    tg record;
+    a record;
+    k name;
+    sc record;
+BEGIN
+    SELECT * INTO p FROM fencing.protected x WHERE x.relid = guard_problems.relid;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = p.relid) THEN
+        kind := 'table'; member := p.relid;
+        problem := format('table does not exist (dropped while the DDL guard was absent: SELECT fencing.unprotect(%s) forgets it)', p.relid::oid);
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_proc f WHERE f.oid = p.guard_function::oid
+                      AND f.pronamespace = 'fencing'::regnamespace AND f.proowner = fencing.owner_oid()
+                      AND f.prosecdef = false AND f.proconfig IS NULL
+                      AND f.prosrc = fencing.guard_source_of(p.relid)) THEN
+        kind := 'function'; member := p.relid;
+        problem := format('function %s is not the guard fencing.protect() wrote for the table', p.guard_function);
+        RETURN NEXT;
+    END IF;
+    FOR m IN SELECT t.member, t.depth FROM fencing.tree_of(p.relid) t ORDER BY t.depth, t.member::text LOOP
+        member := m.member;
+        -- the row guard, and the TRUNCATE guard
+        FOR tg IN SELECT * FROM (VALUES ('zz_fencing_guard'::name, p.guard_function::oid, 31::int2),
+                                       ('zz_fencing_truncate'::name, 'fencing.guard_truncate()'::regprocedure::oid, 34::int2)) e(tgname, fn, tgtype)
+        LOOP
+            SELECT x.* INTO g FROM pg_trigger x WHERE x.tgrelid = m.member AND x.tgname = tg.tgname;
+            IF NOT FOUND THEN
+                kind := 'missing';
+                problem := format('trigger %s is missing on %s', tg.tgname, m.member);
+                SELECT x.tgname INTO g FROM pg_trigger x WHERE x.tgrelid = m.member AND x.tgfoid = tg.fn LIMIT 1;
+                IF FOUND THEN
+                    kind := 'renamed';
+                    problem := problem || format(' (renamed to %s?)', g.tgname);
+                END IF;
+                RETURN NEXT;
+            ELSIF g.tgfoid <> tg.fn THEN
+                kind := 'function';
+                problem := format('trigger %s on %s calls another function', tg.tgname, m.member);
+                RETURN NEXT;
+            ELSIF g.tgtype <> tg.tgtype OR g.tgqual IS NOT NULL OR cardinality(g.tgattr::int2[]) <> 0 THEN
+                kind := 'timing';
+                problem := format('trigger %s on %s does not fire for every write (timing, events, WHEN or column list changed)', tg.tgname, m.member);
+                RETURN NEXT;
+            ELSIF g.tgenabled <> 'A' THEN
+                kind := CASE WHEN g.tgenabled = 'D' THEN 'disabled' ELSE 'firing' END;
+                problem := format('trigger %s on %s is not ENABLE ALWAYS (tgenabled = %s)', tg.tgname, m.member, g.tgenabled);
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+        -- BEFORE ROW triggers that fire after the guard (name order)
+        FOR g IN SELECT x.tgname FROM pg_trigger x
+                  WHERE x.tgrelid = m.member AND (x.tgtype::int & 3) = 3
+                    AND x.tgname::text COLLATE "C" > 'zz_fencing_guard' AND x.tgname <> 'zz_fencing_truncate'
+                  ORDER BY 1 LOOP
+            kind := 'after';
+            problem := format('trigger %s on %s fires after the guard (BEFORE ROW triggers fire in name order)', g.tgname, m.member);
+            RETURN NEXT;
+        END LOOP;
+        -- the fence column
+        SELECT x.* INTO a FROM pg_attribute x
+         WHERE x.attrelid = m.member AND x.attname = p.fence_column AND x.attnum > 0 AND NOT x.attisdropped;
+        kind := 'fence';
+        IF NOT FOUND THEN
+            problem := format('fence column %I is missing on %s', p.fence_column, m.member);
+            RETURN NEXT;
+        ELSIF a.atttypid <> 'fencing.fence'::regtype THEN
+            problem := format('fence column %I on %s is of type %s, not fencing.fence', p.fence_column, m.member, a.atttypid::regtype);
+            RETURN NEXT;
+        ELSIF a.attgenerated <> '' THEN
+            problem := format('fence column %I on %s is a generated column', p.fence_column, m.member);
+            RETURN NEXT;
+        ELSIF a.atthasdef OR a.attidentity <> '' THEN
+            problem := format('fence column %I on %s has a default', p.fence_column, m.member);
+            RETURN NEXT;
+        END IF;
+        -- the key columns
+        FOREACH k IN ARRAY coalesce(p.key_columns, '{}') LOOP
+            SELECT x.* INTO a FROM pg_attribute x
+             WHERE x.attrelid = m.member AND x.attname = k AND x.attnum > 0 AND NOT x.attisdropped;
+            kind := 'key';
+            IF NOT FOUND THEN
+                problem := format('key column %I is missing on %s', k, m.member);
+                RETURN NEXT;
+            ELSIF a.attgenerated <> '' THEN
+                problem := format('key column %I on %s is a generated column', k, m.member);
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+    END LOOP;
+    -- the scope's storage, as the guard will find it
+    member := p.relid;
+    IF p.key_columns IS NOT NULL THEN
+        SELECT s.*, c.oid AS storage_oid INTO sc FROM fencing.scope_storage s
+          LEFT JOIN pg_class c ON c.oid = s.storage
+         WHERE s.scope_name = p.scope_name;
+        kind := 'storage';
+        IF NOT FOUND THEN
+            problem := format('fencing scope %L is not registered in fencing.scope_storage', p.scope_name);
+            RETURN NEXT;
+        ELSIF sc.storage_oid IS NULL THEN
+            problem := format('the storage table of fencing scope %L is missing', p.scope_name);
+            RETURN NEXT;
+        ELSIF NOT EXISTS (SELECT FROM pg_index i WHERE i.indrelid = sc.storage_oid AND i.indisunique
+                             AND i.indisvalid AND i.indnullsnotdistinct) THEN
+            problem := format('the storage table %s of fencing scope %L has lost its unique index on the key columns', sc.storage, p.scope_name);
+            RETURN NEXT;
+        ELSIF EXISTS (SELECT FROM pg_trigger x WHERE x.tgrelid = sc.storage_oid)
+              OR EXISTS (SELECT FROM pg_class c WHERE c.oid = sc.storage_oid AND c.relrowsecurity) THEN
+            problem := format('the storage table %s of fencing scope %L has triggers or row security', sc.storage, p.scope_name);
+            RETURN NEXT;
+        END IF;
+    END IF;
+    -- the DDL guard, once installed, must stay
+    IF (SELECT e.ddl_guard FROM fencing.edition_state e) AND NOT fencing.ddl_guard_present() THEN
+        kind := 'ddl_guard';
+        problem := 'the DDL guard''s event triggers are missing or disabled';
+        RETURN NEXT;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.guard_problems(regclass) IS
+    'what is wrong with the guard of a protected table, one row per problem';
 
--- idempotency
+-- The source protect() would write for the guard of relid now.
+CREATE FUNCTION fencing.guard_source_of(relid regclass) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT fencing.guard_source(p.fence_column, p.key_columns, p.strict, p.scope_name, s.writer, p.lease,
+                                (SELECT array_agg(a.attname ORDER BY k.ord)
+                                   FROM pg_index x
+                                  CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, ord)
+                                   JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+                                  WHERE x.indrelid = p.relid AND x.indisprimary),
+                                c.relkind = 'p')
+      FROM fencing.protected p
+      JOIN pg_class c ON c.oid = p.relid
+      LEFT JOIN fencing.scope_storage s ON s.scope_name = p.scope_name AND p.key_columns IS NOT NULL
+     WHERE p.relid = guard_source_of.relid
+$$;
+COMMENT ON FUNCTION fencing.guard_source_of(regclass) IS
+    'internal: the source of the guard function protect() would write for the table now';
 
--- ddl_guard
+-- Are the DDL guard's event triggers there and enabled ALWAYS?
+CREATE FUNCTION fencing.ddl_guard_present() RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT count(*) = 2 FROM pg_event_trigger t
+      JOIN pg_proc f ON f.oid = t.evtfoid AND f.pronamespace = 'fencing'::regnamespace
+     WHERE (t.evtname, t.evtevent, f.proname) IN (('fencing_ddl_guard_end', 'ddl_command_end', 'ddl_guard_end'),
+                                                  ('fencing_ddl_guard_drop', 'sql_drop', 'ddl_guard_drop'))
+       AND t.evtenabled = 'A'
+$$;
+COMMENT ON FUNCTION fencing.ddl_guard_present() IS
+    'internal: are the DDL guard''s event triggers there and enabled ALWAYS';
 
--- dump
+-- What the on-call engineer checks first.  guard_intact is false when a
+-- guard trigger is missing, disabled, renamed or calls another function,
+-- when a guard function is not the code protect() wrote, when a fence or
+-- key column was dropped or changed, when the scope's storage is missing
+-- or damaged, and, once installed, when the DDL guard is gone.
+-- ddl_guarded says whether the DDL guard watches the table: false where
+-- the installing role could not create event triggers (then DDL that
+-- breaks a guard is not refused; this view shows what it broke).
+CREATE VIEW fencing.protected_tables AS
+SELECT p.relid,
+       CASE WHEN p.key_columns IS NULL THEN 'row'
+            WHEN cardinality(p.key_columns) = 0 THEN 'table'
+            ELSE 'key' END AS scope_kind,
+       p.key_columns,
+       p.strict,
+       p.scope_name,
+       (SELECT count(*) FROM fencing.tree_of(p.relid) t WHERE t.depth > 0) AS partitions,
+       pr.problem IS NULL AS guard_intact,
+       pr.problem,
+       fencing.ddl_guard_present() AS ddl_guarded
+  FROM fencing.protected p
+  LEFT JOIN LATERAL (
+        SELECT string_agg(x.problem, '; ' ORDER BY x.problem) AS problem
+          FROM fencing.guard_problems(p.relid) x) pr ON true;
+COMMENT ON VIEW fencing.protected_tables IS
+    'one row per protected table: scope, partitions and inheritance children (partitions), whether its guard is intact (problem says what is wrong), and whether the DDL guard watches it';
+GRANT SELECT ON fencing.protected_tables TO PUBLIC;
+
+------------------------------------------------------------------------------
+-- Statistics: the guard's counters, read from their sequences
+------------------------------------------------------------------------------
+
+-- Each protected table's refusals and bypasses (see fencing.count()).
+-- accepted is NULL: counting every accepted write would cost every write.
+CREATE FUNCTION fencing.stats_internal(
+        OUT relid regclass, OUT accepted bigint, OUT rejected_stale bigint,
+        OUT rejected_missing bigint, OUT bypassed bigint,
+        OUT rejected_already_used bigint, OUT rejected_lease_expired bigint)
+    RETURNS SETOF record
+    LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p record;
+    g text;
+BEGIN
+    FOR p IN SELECT x.relid, f.proname FROM fencing.protected x
+               JOIN pg_proc f ON f.oid = x.guard_function::oid ORDER BY x.relid LOOP
+        g := p.proname;
+        relid := p.relid;
+        accepted := NULL;
+        rejected_stale := fencing.stat_of(g, 'rejected_stale');
+        rejected_missing := fencing.stat_of(g, 'rejected_missing');
+        bypassed := fencing.stat_of(g, 'bypassed');
+        rejected_already_used := fencing.stat_of(g, 'rejected_already_used');
+        rejected_lease_expired := fencing.stat_of(g, 'rejected_lease_expired');
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing.stats_internal() IS
+    'the guard''s counters for the protected tables of this database (read it through the view fencing.stats)';
+
+CREATE FUNCTION fencing.stat_of(guard text, counter text) RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT coalesce(pg_sequence_last_value(to_regclass(format('fencing.%I', guard || '_' || counter))), 0) $$;
+COMMENT ON FUNCTION fencing.stat_of(text, text) IS 'internal: one counter of a protected table';
+REVOKE ALL ON FUNCTION fencing.stat_of(text, text) FROM PUBLIC;
+
+CREATE VIEW fencing.stats AS
+    SELECT s.relid, s.accepted, s.rejected_stale, s.rejected_missing, s.bypassed,
+           s.rejected_already_used, s.rejected_lease_expired
+      FROM fencing.stats_internal() AS s;
+COMMENT ON VIEW fencing.stats IS
+    'writes to protected tables of this database refused or bypassed by the guard since fencing.stats_reset(), counted in sequences (no rollback takes them back); accepted is NULL in this edition';
+COMMENT ON COLUMN fencing.stats.accepted IS 'NULL: the edition does not count accepted writes (it would cost every write)';
+COMMENT ON COLUMN fencing.stats.rejected_stale IS 'writes rejected with SF001 stale_token (a lost lock)';
+COMMENT ON COLUMN fencing.stats.rejected_missing IS 'writes rejected with SF002 (no token, or two that differ), TRUNCATE included';
+COMMENT ON COLUMN fencing.stats.bypassed IS 'writes let through without a check by fencing.bypass';
+COMMENT ON COLUMN fencing.stats.rejected_already_used IS 'writes rejected with SF001 token_already_used (a programming error, never a lost lock)';
+COMMENT ON COLUMN fencing.stats.rejected_lease_expired IS 'writes rejected because their built-in lease was not live';
+GRANT SELECT ON fencing.stats TO PUBLIC;
+
+-- Zero every counter of the edition in this database.
+CREATE FUNCTION fencing.stats_reset() RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s regclass;
+BEGIN
+    FOR s IN SELECT c.oid::regclass FROM pg_class c
+              WHERE c.relnamespace = 'fencing'::regnamespace AND c.relkind = 'S'
+                AND (c.relname LIKE 'guard\_%' OR c.relname LIKE 'lease\_stat\_%' OR c.relname LIKE 'idem\_stat\_%')
+    LOOP
+        PERFORM setval(s, 1, false);
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing.stats_reset() IS
+    'zero fencing.stats, fencing.lease_stats and fencing.idempotency_stats of this database';
+REVOKE ALL ON FUNCTION fencing.stats_reset() FROM PUBLIC;
+
+------------------------------------------------------------------------------
+-- Leases: a lock service inside the database
+------------------------------------------------------------------------------
+
+-- Tokens.  Every grant of a name gets (current_epoch(), 1) when the epoch
+-- has grown since the name's last grant, and the last token's next()
+-- otherwise, so every grant beats all earlier grants of that name; a
+-- released or expired lease keeps its row and its last token.
+--
+-- Epochs.  current_epoch() = (effective timeline << 32) + bumps, as in the
+-- C edition.  The timeline is read from the name of the current WAL file
+-- (pg_walfile_name(pg_current_wal_lsn())), the system identifier from
+-- pg_control_system(), where the role may call them; where it may not
+-- (a service that revokes them), the recorded timeline stays, and the
+-- epoch moves only by fencing.bump_epoch(): run it after every failover
+-- and restore.
+CREATE TABLE fencing.epoch_state (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    system_identifier bigint,
+    timeline bigint NOT NULL CHECK (timeline >= 0),
+    timeline_offset bigint NOT NULL DEFAULT 0,
+    bumps bigint NOT NULL DEFAULT 0 CHECK (bumps >= 0 AND bumps < 4294967296)
+);
+COMMENT ON TABLE fencing.epoch_state IS
+    'what fencing.current_epoch() is computed from: the system and effective timeline last seen, the timeline offset, and the bumps; no row means none yet';
+REVOKE ALL ON fencing.epoch_state FROM PUBLIC;
+GRANT SELECT ON fencing.epoch_state TO PUBLIC;
+
+-- The server's timeline and system identifier, as far as this role may read
+-- them (NULL where it may not, and the timeline on a standby).
+CREATE FUNCTION fencing.server_timeline(OUT timeline bigint, OUT system_identifier bigint)
+    RETURNS record
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT pg_is_in_recovery()
+       AND has_function_privilege('pg_catalog.pg_current_wal_lsn()', 'EXECUTE')
+       AND has_function_privilege('pg_catalog.pg_walfile_name(pg_lsn)', 'EXECUTE') THEN
+        timeline := ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint;
+    END IF;
+    IF has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') THEN
+        system_identifier := (SELECT s.system_identifier FROM pg_control_system() s);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.server_timeline() IS
+    'internal: the WAL timeline of this server and its system identifier (NULL where the role may not read them)';
+
+-- Compute the current epoch; with persist, record it in epoch_state; with
+-- bump, bump it first.  The C edition's rules: another system identifier,
+-- or a timeline lower than one recorded, counts as a new timeline above
+-- every timeline recorded; a bump becomes the larger of bumps + 1 and the
+-- Unix time in seconds.
+CREATE FUNCTION fencing.epoch_internal(persist boolean, bump boolean)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    srv record;
+    st fencing.epoch_state;
+    have_row boolean;
+    locked boolean := false;
+    eff bigint;
+    v_bumps bigint;
+BEGIN
+    SELECT * INTO STRICT srv FROM fencing.server_timeline();
+    IF bump THEN
+        persist := true;
+    END IF;
+    LOOP
+        IF locked THEN
+            SELECT * INTO st FROM fencing.epoch_state FOR UPDATE;
+        ELSE
+            SELECT * INTO st FROM fencing.epoch_state;
+        END IF;
+        have_row := FOUND;
+
+        IF srv.timeline IS NULL THEN
+            -- the timeline cannot be read: the one recorded (bumps move on)
+            eff := coalesce(st.timeline, 1);
+        ELSE
+            eff := srv.timeline + coalesce(st.timeline_offset, 0);
+            IF have_row AND ((st.system_identifier IS DISTINCT FROM srv.system_identifier
+                              AND srv.system_identifier IS NOT NULL AND st.system_identifier IS NOT NULL)
+                             OR eff < st.timeline) THEN
+                eff := greatest(eff, st.timeline + 1);
+            END IF;
+        END IF;
+        v_bumps := coalesce(st.bumps, 0);
+        IF bump AND locked THEN
+            v_bumps := greatest(v_bumps + 1, floor(extract(epoch FROM clock_timestamp()))::bigint);
+            IF v_bumps >= 4294967296 THEN
+                RAISE EXCEPTION 'cannot bump the epoch any further'
+                    USING ERRCODE = '22003', DETAIL = 'The bump count would reach 2^32.';
+            END IF;
+        END IF;
+
+        IF NOT persist OR (have_row AND NOT bump
+                           AND st.system_identifier IS NOT DISTINCT FROM coalesce(srv.system_identifier, st.system_identifier)
+                           AND st.timeline = eff) THEN
+            EXIT;
+        END IF;
+        IF NOT locked THEN
+            INSERT INTO fencing.epoch_state (system_identifier, timeline)
+                 VALUES (srv.system_identifier, coalesce(srv.timeline, 1))
+            ON CONFLICT (singleton) DO NOTHING;
+            locked := true;
+            CONTINUE;
+        END IF;
+        UPDATE fencing.epoch_state
+           SET system_identifier = coalesce(srv.system_identifier, system_identifier),
+               timeline = eff,
+               timeline_offset = CASE WHEN srv.timeline IS NULL THEN timeline_offset ELSE eff - srv.timeline END,
+               bumps = v_bumps;
+        EXIT;
+    END LOOP;
+    RETURN eff * 4294967296 + v_bumps;
+END
+$$;
+COMMENT ON FUNCTION fencing.epoch_internal(boolean, boolean) IS
+    'internal: compute (and with persist, record; with bump, bump) the epoch of fencing.current_epoch()';
+
+CREATE FUNCTION fencing.current_epoch() RETURNS bigint
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT fencing.epoch_internal(false, false) $$;
+COMMENT ON FUNCTION fencing.current_epoch() IS
+    'the epoch of the tokens granted now: (timeline << 32) + bumps; grows on promotion, point-in-time recovery (where the timeline is readable) and fencing.bump_epoch()';
+
+CREATE FUNCTION fencing.bump_epoch() RETURNS bigint
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT fencing.epoch_internal(true, true) $$;
+COMMENT ON FUNCTION fencing.bump_epoch() IS
+    'raise the epoch (after restoring a snapshot, and after a failover where the timeline cannot be read) and return it';
+REVOKE ALL ON FUNCTION fencing.bump_epoch() FROM PUBLIC;
+REVOKE ALL ON FUNCTION fencing.epoch_internal(boolean, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencing.epoch_internal(boolean, boolean) TO PUBLIC;
+
+-- The leases.  A lease name belongs to the role that first acquired it;
+-- row security shows and lets write a lease's row to that role, its
+-- members and the edition's owner only, so the lease functions run as
+-- their caller and PostgreSQL itself keeps every other role from a
+-- lease's token.  (A role may write its own leases' rows directly; that
+-- harms only its own leases.)
+CREATE TABLE fencing.leases (
+    name text PRIMARY KEY CHECK (name <> ''),
+    holder text,
+    token fencing.fence,
+    granted_at timestamptz,
+    expires_at timestamptz,
+    owner regrole NOT NULL
+);
+COMMENT ON TABLE fencing.leases IS
+    'leases granted by fencing.lease_acquire(): a lease is live while expires_at is in the future; the row keeps the last token after expiry or release; each row visible to its owner role only (fencing.lease_status shows every lease, tokens masked)';
+COMMENT ON COLUMN fencing.leases.owner IS
+    'the role the lease belongs to: the first role that acquired it; the edition''s owner hands a lease over by changing it';
+ALTER TABLE fencing.leases ENABLE ROW LEVEL SECURITY;
+CREATE POLICY leases_of_their_owner ON fencing.leases
+    USING (pg_catalog.pg_has_role(owner, 'USAGE'))
+    WITH CHECK (pg_catalog.pg_has_role(owner, 'USAGE'));
+REVOKE ALL ON fencing.leases FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE ON fencing.leases TO PUBLIC;
+
+-- Counters (sequences: no rollback takes them back).
+CREATE SEQUENCE fencing.lease_stat_acquired;
+CREATE SEQUENCE fencing.lease_stat_acquire_refused;
+CREATE SEQUENCE fencing.lease_stat_renewed;
+CREATE SEQUENCE fencing.lease_stat_renew_failed;
+CREATE SEQUENCE fencing.lease_stat_released;
+CREATE SEQUENCE fencing.lease_stat_release_failed;
+CREATE SEQUENCE fencing.lease_stat_rejected;
+GRANT USAGE ON SEQUENCE fencing.lease_stat_acquired, fencing.lease_stat_acquire_refused,
+    fencing.lease_stat_renewed, fencing.lease_stat_renew_failed, fencing.lease_stat_released,
+    fencing.lease_stat_release_failed, fencing.lease_stat_rejected TO PUBLIC;
+
+-- Who owns a lease name (NULL: nobody yet), whoever asks: the lease
+-- functions name the owner in their 42501, as the C edition's do.
+CREATE FUNCTION fencing.lease_owner(name text) RETURNS regrole
+    LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT l.owner FROM fencing.leases l WHERE l.name = lease_owner.name $$;
+COMMENT ON FUNCTION fencing.lease_owner(text) IS
+    'internal: the role a lease name belongs to (NULL while no role acquired it)';
+
+-- 42501 for a lease of another role (its row is there, hidden from us).
+CREATE FUNCTION fencing.lease_refuse_foreign(name text) RETURNS void
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o regrole := fencing.lease_owner(name);
+BEGIN
+    IF o IS NOT NULL THEN
+        RAISE EXCEPTION 'permission denied for lease "%"', name
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('Lease "%s" belongs to role "%s".', name, o),
+                  HINT = 'Only the lease''s owner role and its members may acquire, renew, release or check it; the extension''s owner can hand it to another role by setting its owner in fencing.leases.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_refuse_foreign(text) IS
+    'internal: raise 42501 when the lease name belongs to a role the caller does not act for';
+
+-- Check the arguments shared by the lease functions: 22004 for a NULL
+-- name (or ttl), 22023 for an empty name or a ttl that is not positive;
+-- returns now + ttl (NULL without a ttl).
+CREATE FUNCTION fencing.lease_args(name text, ttl interval, need_ttl boolean, now timestamptz)
+    RETURNS timestamptz
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF name IS NULL THEN
+        RAISE EXCEPTION 'lease name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF name = '' THEN
+        RAISE EXCEPTION 'lease name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF ttl IS NULL THEN
+        IF need_ttl THEN
+            RAISE EXCEPTION 'lease ttl must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF now + ttl <= now THEN
+        RAISE EXCEPTION 'lease ttl must be positive'
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = format('The ttl is "%s".', ttl);
+    END IF;
+    RETURN now + ttl;
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_args(text, interval, boolean, timestamptz) IS
+    'internal: check a lease''s name and ttl (22004, 22023); now + ttl';
+
+CREATE FUNCTION fencing.lease_acquire(name text, holder text, ttl interval)
+    RETURNS fencing.fence
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_expires timestamptz;
+    v_epoch bigint;
+    r fencing.leases;
+    v_token fencing.fence;
+    attempt integer := 0;
+BEGIN
+    IF lease_acquire.name IS NULL THEN
+        RAISE EXCEPTION 'lease name must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF lease_acquire.name = '' THEN
+        RAISE EXCEPTION 'lease name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF lease_acquire.holder IS NULL THEN
+        RAISE EXCEPTION 'lease holder must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF lease_acquire.holder = '' THEN
+        RAISE EXCEPTION 'lease holder must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_expires := fencing.lease_args(lease_acquire.name, lease_acquire.ttl, true, v_now);
+    v_epoch := fencing.epoch_internal(true, false);
+    LOOP
+        attempt := attempt + 1;
+        IF attempt > 10 THEN
+            RAISE EXCEPTION 'lease "%" keeps disappearing', lease_acquire.name;
+        END IF;
+        SELECT * INTO r FROM fencing.leases l WHERE l.name = lease_acquire.name FOR UPDATE;
+        IF NOT FOUND THEN
+            PERFORM fencing.lease_refuse_foreign(lease_acquire.name);
+            INSERT INTO fencing.leases AS l (name, holder, token, granted_at, expires_at, owner)
+            VALUES (lease_acquire.name, lease_acquire.holder,
+                    ROW(v_epoch, 1)::fencing.fence_pair, v_now, v_expires, current_user::regrole)
+            ON CONFLICT (name) DO NOTHING
+            RETURNING (l.token).* INTO v_token;
+            CONTINUE WHEN NOT FOUND;
+            EXIT;
+        END IF;
+        IF r.token IS NOT NULL AND r.expires_at IS NOT NULL AND r.expires_at > v_now
+           AND r.holder IS DISTINCT FROM lease_acquire.holder THEN
+            PERFORM nextval('fencing.lease_stat_acquire_refused');
+            RETURN NULL;
+        END IF;
+        UPDATE fencing.leases AS l
+           SET holder = lease_acquire.holder,
+               token = CASE WHEN l.token IS NULL OR (l.token).epoch < v_epoch
+                            THEN ROW(v_epoch, 1)::fencing.fence_pair
+                            ELSE fencing.next(l.token) END,
+               granted_at = v_now,
+               expires_at = v_expires
+         WHERE l.name = lease_acquire.name
+        RETURNING (l.token).* INTO v_token;
+        EXIT;
+    END LOOP;
+    PERFORM nextval('fencing.lease_stat_acquired');
+    RETURN v_token;
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_acquire(text, text, interval) IS
+    'grant the lease for ttl and return its new token; NULL while another holder''s lease is live (the same holder gets a new token); a new name belongs to the calling role, other roles get 42501';
+
+-- Set the expiry of a live lease held with token: the body of renew and
+-- release (and of lease_next, which also moves the token on).
+CREATE FUNCTION fencing.lease_renew(name text, token fencing.fence, ttl interval)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_expires timestamptz := fencing.lease_args(lease_renew.name, lease_renew.ttl, true, v_now);
+BEGIN
+    IF lease_renew.token IS NOT NULL THEN
+        UPDATE fencing.leases AS l SET expires_at = v_expires
+         WHERE l.name = lease_renew.name AND l.token = lease_renew.token AND l.expires_at > v_now;
+        IF FOUND THEN
+            PERFORM nextval('fencing.lease_stat_renewed');
+            RETURN true;
+        END IF;
+    END IF;
+    IF NOT EXISTS (SELECT FROM fencing.leases l WHERE l.name = lease_renew.name) THEN
+        PERFORM fencing.lease_refuse_foreign(lease_renew.name);
+    END IF;
+    PERFORM nextval('fencing.lease_stat_renew_failed');
+    RETURN false;
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_renew(text, fencing.fence, interval) IS
+    'extend a live lease held with token to now + ttl; false once it expired, was released or was taken over; 42501 for roles the lease does not belong to';
+
+CREATE FUNCTION fencing.lease_release(name text, token fencing.fence)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    PERFORM fencing.lease_args(lease_release.name, NULL, false, v_now);
+    IF lease_release.token IS NOT NULL THEN
+        -- the row and its token stay: the next grant must beat the token
+        UPDATE fencing.leases AS l SET expires_at = v_now
+         WHERE l.name = lease_release.name AND l.token = lease_release.token AND l.expires_at > v_now;
+        IF FOUND THEN
+            PERFORM nextval('fencing.lease_stat_released');
+            RETURN true;
+        END IF;
+    END IF;
+    IF NOT EXISTS (SELECT FROM fencing.leases l WHERE l.name = lease_release.name) THEN
+        PERFORM fencing.lease_refuse_foreign(lease_release.name);
+    END IF;
+    PERFORM nextval('fencing.lease_stat_release_failed');
+    RETURN false;
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_release(text, fencing.fence) IS
+    'give up a live lease held with token, so that the next lease_acquire succeeds at once; false when token does not hold it; 42501 for roles the lease does not belong to';
+
+CREATE FUNCTION fencing.lease_check(name text, token fencing.fence)
+    RETURNS boolean
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    r fencing.leases;
+BEGIN
+    PERFORM fencing.lease_args(lease_check.name, NULL, false, NULL);
+    SELECT * INTO r FROM fencing.leases l WHERE l.name = lease_check.name;
+    IF NOT FOUND THEN
+        PERFORM fencing.lease_refuse_foreign(lease_check.name);
+        RETURN false;
+    END IF;
+    RETURN lease_check.token IS NOT NULL AND r.token = lease_check.token
+           AND r.expires_at > clock_timestamp();
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_check(text, fencing.fence) IS
+    'true while token is the lease''s current token and the lease is live; 42501 for roles the lease does not belong to (the answer would tell them its token)';
+
+-- A new token of the lease while token is its current token and the lease
+-- is live (renewed to ttl when given): one token per transaction of a
+-- holder that still holds its lease.  Greater than every token granted
+-- for the name; NULL when the lease is not held with token.
+CREATE FUNCTION fencing.lease_next(name text, token fencing.fence, ttl interval DEFAULT NULL)
+    RETURNS fencing.fence
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_expires timestamptz := fencing.lease_args(lease_next.name, lease_next.ttl, false, v_now);
+    v_token fencing.fence;
+BEGIN
+    IF lease_next.token IS NOT NULL THEN
+        UPDATE fencing.leases AS l
+           SET token = fencing.next(l.token),
+               expires_at = coalesce(v_expires, l.expires_at)
+         WHERE l.name = lease_next.name AND l.token = lease_next.token AND l.expires_at > v_now
+        RETURNING (l.token).* INTO v_token;
+        IF FOUND THEN
+            IF v_expires IS NOT NULL THEN
+                PERFORM nextval('fencing.lease_stat_renewed');
+            END IF;
+            RETURN v_token;
+        END IF;
+    END IF;
+    IF NOT EXISTS (SELECT FROM fencing.leases l WHERE l.name = lease_next.name) THEN
+        PERFORM fencing.lease_refuse_foreign(lease_next.name);
+    END IF;
+    IF v_expires IS NOT NULL THEN
+        PERFORM nextval('fencing.lease_stat_renew_failed');
+    END IF;
+    RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_next(text, fencing.fence, interval) IS
+    'a new token of the lease while token is its current token and the lease is live (renewed to ttl when given): greater than every token granted for the name; NULL when the lease is not held with token; 42501 for roles the lease does not belong to';
+
+-- The same with tokens written as text (E:C or (E,C)).
+CREATE FUNCTION fencing.lease_renew(name text, token text, ttl interval) RETURNS boolean
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.lease_renew(name, fencing.fence_from_text(token), ttl) $$;
+CREATE FUNCTION fencing.lease_release(name text, token text) RETURNS boolean
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.lease_release(name, fencing.fence_from_text(token)) $$;
+CREATE FUNCTION fencing.lease_check(name text, token text) RETURNS boolean
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.lease_check(name, fencing.fence_from_text(token)) $$;
+CREATE FUNCTION fencing.lease_next(name text, token text, ttl interval DEFAULT NULL) RETURNS fencing.fence
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.lease_next(name, fencing.fence_from_text(token), ttl) $$;
+COMMENT ON FUNCTION fencing.lease_renew(text, text, interval) IS 'fencing.lease_renew() with the token written E:C';
+COMMENT ON FUNCTION fencing.lease_release(text, text) IS 'fencing.lease_release() with the token written E:C';
+COMMENT ON FUNCTION fencing.lease_check(text, text) IS 'fencing.lease_check() with the token written E:C';
+COMMENT ON FUNCTION fencing.lease_next(text, text, interval) IS 'fencing.lease_next() with the token written E:C';
+
+-- Every lease, for everyone (etcdctl lease timetolive): holder and token
+-- only for the lease's owner role (its members), the edition's owner and
+-- members of pg_read_all_stats.  The view reads the table as its owner.
+CREATE VIEW fencing.lease_status AS
+    SELECT l.name,
+           CASE WHEN pg_catalog.pg_has_role(l.owner::pg_catalog.oid, 'MEMBER')
+                  OR pg_catalog.pg_has_role(fencing.owner_oid(), 'MEMBER')
+                  OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER')
+                THEN l.holder END AS holder,
+           CASE WHEN pg_catalog.pg_has_role(l.owner::pg_catalog.oid, 'MEMBER')
+                  OR pg_catalog.pg_has_role(fencing.owner_oid(), 'MEMBER')
+                  OR pg_catalog.pg_has_role('pg_read_all_stats', 'MEMBER')
+                THEN l.token END AS token,
+           l.granted_at,
+           l.expires_at,
+           (l.token IS NOT NULL AND l.expires_at IS NOT NULL AND l.expires_at > c.now) AS live,
+           CASE WHEN l.token IS NOT NULL AND l.expires_at > c.now THEN l.expires_at - c.now END AS remaining
+      FROM fencing.leases AS l
+     CROSS JOIN (SELECT pg_catalog.clock_timestamp() AS now) AS c;
+COMMENT ON VIEW fencing.lease_status IS
+    'every lease with its holder, grant, expiry, whether it is live and the time it has left (etcdctl lease timetolive); holder and token only for roles the lease belongs to, the edition''s owner and pg_read_all_stats';
+REVOKE ALL ON fencing.lease_status FROM PUBLIC;
+GRANT SELECT ON fencing.lease_status TO PUBLIC;
+
+-- The guard of a table protected with a lease: its write's token must be
+-- the lease's current token, and the lease live.  lease_held() answers
+-- as the edition's owner without showing the token; lease_guard() raises
+-- the C edition's SF001, showing the lease's token to those who may see it.
+CREATE FUNCTION fencing.lease_held(name text, token fencing.fence,
+                                   OUT state text, OUT expires_at timestamptz)
+    RETURNS record
+    LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r fencing.leases;
+BEGIN
+    SELECT * INTO r FROM fencing.leases l WHERE l.name = lease_held.name;
+    expires_at := r.expires_at;
+    IF NOT FOUND OR r.token IS NULL OR r.expires_at IS NULL THEN
+        state := 'never';
+    ELSIF r.token < token THEN
+        state := 'newer';
+    ELSIF r.token = token THEN
+        state := CASE WHEN r.expires_at > clock_timestamp() THEN 'held' ELSE 'expired' END;
+    ELSE
+        state := CASE WHEN r.expires_at > clock_timestamp() THEN 'moved_live' ELSE 'moved_expired' END;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_held(text, fencing.fence) IS
+    'internal: whether token holds the lease (held), or why not';
+
+CREATE FUNCTION fencing.lease_guard(lease text, token fencing.fence, relid oid) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h record;
+    t text := fencing.fence_text(token);
+    cur fencing.fence;
+    relname text;
+    nspname text;
+BEGIN
+    SELECT * INTO h FROM fencing.lease_held(lease, token);
+    IF h.state = 'held' THEN
+        RETURN;
+    END IF;
+    PERFORM nextval('fencing.lease_stat_rejected');
+    PERFORM fencing.count(relid, CASE WHEN h.state IN ('moved_live', 'moved_expired') THEN 'rejected_stale'
+                                      ELSE 'rejected_lease_expired' END);
+    SELECT c.relname, n.nspname INTO relname, nspname
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = relid;
+    -- the lease's token, for the roles that may see it (row security)
+    SELECT (l.token).* INTO cur FROM fencing.leases l WHERE l.name = lease;
+    IF h.state = 'never' THEN
+        RAISE EXCEPTION 'fence token % does not hold lease "%" of table "%"', t, lease, relname
+            USING ERRCODE = 'SF001', CONSTRAINT = 'lease_expired',
+                  DETAIL = format('Lease "%s" has never been granted.', lease),
+                  HINT = 'Acquire the lease with fencing.lease_acquire() and write with the token it returns.',
+                  TABLE = relname, SCHEMA = nspname;
+    ELSIF h.state = 'newer' THEN
+        RAISE EXCEPTION 'fence token % does not hold lease "%" of table "%"', t, lease, relname
+            USING ERRCODE = 'SF001', CONSTRAINT = 'lease_expired',
+                  DETAIL = CASE WHEN cur IS NOT NULL
+                                THEN format('Token %s is newer than the current token of the lease, %s.', t, fencing.fence_text(cur))
+                                ELSE format('Token %s is newer than the current token of the lease.', t) END,
+                  HINT = 'Acquire the lease with fencing.lease_acquire() and write with the token it returns.',
+                  TABLE = relname, SCHEMA = nspname;
+    ELSIF h.state = 'expired' THEN
+        RAISE EXCEPTION 'lease "%" of table "%" expired: fence token % is no longer valid', lease, relname, t
+            USING ERRCODE = 'SF001', CONSTRAINT = 'lease_expired',
+                  DETAIL = format('Lease "%s" with token %s ran out or was released at %s.', lease, t, h.expires_at),
+                  HINT = 'The lease was lost: stop writing, re-acquire it with fencing.lease_acquire() and retry with the new token.',
+                  TABLE = relname, SCHEMA = nspname;
+    ELSIF cur IS NOT NULL THEN
+        RAISE EXCEPTION 'lease "%" of table "%" has moved on: fence token % is no longer valid', lease, relname, t
+            USING ERRCODE = 'SF001', CONSTRAINT = 'stale_token',
+                  DETAIL = CASE WHEN h.state = 'moved_live'
+                                THEN format('The current token of lease "%s" is %s, live until %s.', lease, fencing.fence_text(cur), h.expires_at)
+                                ELSE format('The current token of lease "%s" is %s, expired at %s.', lease, fencing.fence_text(cur), h.expires_at) END,
+                  HINT = 'The lease was lost: stop writing, re-acquire it with fencing.lease_acquire() and retry with the new token.',
+                  TABLE = relname, SCHEMA = nspname;
+    ELSE
+        RAISE EXCEPTION 'lease "%" of table "%" has moved on: fence token % is no longer valid', lease, relname, t
+            USING ERRCODE = 'SF001', CONSTRAINT = 'stale_token',
+                  DETAIL = CASE WHEN h.state = 'moved_live'
+                                THEN format('Lease "%s" is held with a newer token, live until %s.', lease, h.expires_at)
+                                ELSE format('Lease "%s" was last granted with a newer token, which expired at %s.', lease, h.expires_at) END,
+                  HINT = 'The lease was lost: stop writing, re-acquire it with fencing.lease_acquire() and retry with the new token.',
+                  TABLE = relname, SCHEMA = nspname;
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.lease_guard(text, fencing.fence, oid) IS
+    'internal: raise SF001 unless token is the lease''s current token and the lease is live (the guard of tables protected with a lease)';
+
+-- What happened to the leases of this database, counted in sequences.
+-- expired and the hold times need the C edition's shared memory (a grant's
+-- end counted once, whichever session notices it): NULL here.
+CREATE FUNCTION fencing.seq_value(seq regclass) RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT coalesce(pg_sequence_last_value(seq), 0) $$;
+COMMENT ON FUNCTION fencing.seq_value(regclass) IS
+    'internal: the count a counter sequence of the edition holds';
+GRANT EXECUTE ON FUNCTION fencing.seq_value(regclass) TO PUBLIC;
+
+CREATE VIEW fencing.lease_stats AS
+    SELECT fencing.seq_value('fencing.lease_stat_acquired') AS acquired,
+           fencing.seq_value('fencing.lease_stat_acquire_refused') AS acquire_refused,
+           fencing.seq_value('fencing.lease_stat_renewed') AS renewed,
+           fencing.seq_value('fencing.lease_stat_renew_failed') AS renew_failed,
+           fencing.seq_value('fencing.lease_stat_released') AS released,
+           fencing.seq_value('fencing.lease_stat_release_failed') AS release_failed,
+           NULL::bigint AS expired,
+           fencing.seq_value('fencing.lease_stat_rejected') AS rejected,
+           NULL::bigint AS hold_count,
+           NULL::double precision AS hold_seconds_sum,
+           NULL::double precision AS hold_seconds_max;
+COMMENT ON VIEW fencing.lease_stats IS
+    'what happened to the leases of this database since fencing.stats_reset(), counted in sequences; expired and the hold times are NULL (they need the C edition''s shared memory)';
+GRANT SELECT ON fencing.lease_stats TO PUBLIC;
+
+------------------------------------------------------------------------------
+-- Idempotency keys
+------------------------------------------------------------------------------
+
+-- Each logical request names a key.  The first caller claims the key and
+-- gets a claim token, a fence; a retry of the same request gets the
+-- recorded result instead of running again; a caller whose predecessor
+-- lost its lease takes the key over with a higher claim token, so that the
+-- predecessor can no longer record a result (SF001).
+--
+-- Owners.  A key belongs to the role that began it.  Row security shows a
+-- key's row, and lets it be written, to that role, its members and the
+-- edition's owner only: the helpers run as their caller, and PostgreSQL
+-- itself keeps every other role from a key's claim, result and recovery
+-- point.  Another role's idem_begin() of the key finds the row's place in
+-- the primary key taken and the row hidden, and gets 42501 (naming the
+-- owner, nothing else); a key whose expires_at has passed counts as
+-- absent for everyone, and fencing.idem_reclaim() removes it, as the
+-- edition's owner, so that whoever begins it next owns the new incarnation.
+-- (A role may write its own keys' rows directly; that harms only its own
+-- keys.)
+--
+-- Claim tokens.  (E, n): E from fencing.idempotency_claim_seq whenever a
+-- claim is issued (never issued twice, not after a rollback, an expiry or
+-- a restore: the sequence is dumped with the table), n the claims of the
+-- key's current incarnation, as in the C edition.
+CREATE SEQUENCE fencing.idempotency_claim_seq;
+COMMENT ON SEQUENCE fencing.idempotency_claim_seq IS
+    'epochs of idempotency claim tokens: one per claim issued';
+GRANT USAGE ON SEQUENCE fencing.idempotency_claim_seq TO PUBLIC;
+
+CREATE TABLE fencing.idempotency_keys (
+    key             text PRIMARY KEY,
+    request_hash    bytea NOT NULL,
+    state           text NOT NULL,
+    result          jsonb,
+    claim           fencing.fence NOT NULL,
+    recovery_point  text,
+    locked_until    timestamptz,
+    expires_at      timestamptz NOT NULL,
+    created_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL,
+    owner           regrole NOT NULL
+) WITH (fillfactor = 80);
+CREATE INDEX idempotency_keys_expires_at_idx ON fencing.idempotency_keys (expires_at);
+COMMENT ON INDEX fencing.idempotency_keys_expires_at_idx IS 'finds expired keys for fencing.idem_purge';
+COMMENT ON TABLE fencing.idempotency_keys IS
+    'idempotency keys: one row per logical request, written by the fencing.idem_* functions; each row visible to its owner role only';
+COMMENT ON COLUMN fencing.idempotency_keys.key IS
+    'the client''s key for one logical request, 1 to 255 characters, global to the database';
+COMMENT ON COLUMN fencing.idempotency_keys.request_hash IS 'SHA-256 of the request''s jsonb text in UTF-8';
+COMMENT ON COLUMN fencing.idempotency_keys.state IS
+    'running (a claim owns the key, or did until its lease ran out) or done';
+COMMENT ON COLUMN fencing.idempotency_keys.claim IS
+    'the current claim token (E, n): n-th claim of the key, E unique to the claim; higher on every resume';
+COMMENT ON COLUMN fencing.idempotency_keys.owner IS
+    'the role that began the key: only it and its members may use the key';
+ALTER TABLE fencing.idempotency_keys ENABLE ROW LEVEL SECURITY;
+CREATE POLICY keys_of_their_owner ON fencing.idempotency_keys
+    USING (pg_catalog.pg_has_role(owner, 'USAGE'))
+    WITH CHECK (pg_catalog.pg_has_role(owner, 'USAGE'));
+REVOKE ALL ON fencing.idempotency_keys FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE ON fencing.idempotency_keys TO PUBLIC;
+
+-- Outcomes of idem_begin() and lost claims, counted in sequences.
+CREATE SEQUENCE fencing.idem_stat_started;
+CREATE SEQUENCE fencing.idem_stat_replayed;
+CREATE SEQUENCE fencing.idem_stat_resumed;
+CREATE SEQUENCE fencing.idem_stat_reused_rejected;
+CREATE SEQUENCE fencing.idem_stat_in_progress_rejected;
+CREATE SEQUENCE fencing.idem_stat_claim_taken_over;
+GRANT USAGE ON SEQUENCE fencing.idem_stat_started, fencing.idem_stat_replayed, fencing.idem_stat_resumed,
+    fencing.idem_stat_reused_rejected, fencing.idem_stat_in_progress_rejected,
+    fencing.idem_stat_claim_taken_over TO PUBLIC;
+
+-- Check a key and the arguments every helper needs: 22004, 22023.
+CREATE FUNCTION fencing.idem_check_key(key text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'idempotency key must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF key = '' THEN
+        RAISE EXCEPTION 'idempotency key must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF length(key) > 255 THEN
+        RAISE EXCEPTION 'idempotency key is too long'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The key has %s characters; the maximum is 255.', length(key));
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_check_key(text) IS 'internal: 22004 or 22023 for a key that is NULL, empty or too long';
+
+-- A key whose row the caller cannot see: 'gone' (no row, or an expired
+-- one, which is removed here: an expired key counts as absent), or 42501
+-- naming its owner.  As the edition's owner; says nothing else of the key.
+CREATE FUNCTION fencing.idem_reclaim(key text, now timestamptz, wait boolean) RETURNS text
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o regrole;
+    e timestamptz;
+BEGIN
+    IF wait THEN
+        SELECT k.owner, k.expires_at INTO o, e FROM fencing.idempotency_keys k
+         WHERE k.key = idem_reclaim.key FOR UPDATE;
+    ELSE
+        BEGIN
+            SELECT k.owner, k.expires_at INTO o, e FROM fencing.idempotency_keys k
+             WHERE k.key = idem_reclaim.key FOR UPDATE NOWAIT;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM nextval('fencing.idem_stat_in_progress_rejected');
+            RAISE EXCEPTION 'idempotency key "%" is in progress', key
+                USING ERRCODE = 'SF004',
+                      DETAIL = 'Another transaction is working on the key and has not finished yet.',
+                      HINT = 'Retry later: the key is free again when its owner completes or abandons it, or when its lease runs out.';
+        END;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN 'gone';
+    END IF;
+    IF e <= now THEN
+        DELETE FROM fencing.idempotency_keys k WHERE k.key = idem_reclaim.key;
+        RETURN 'gone';
+    END IF;
+    PERFORM fencing.idem_refuse_owner(key, o);
+    RETURN 'gone';
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_reclaim(text, timestamptz, boolean) IS
+    'internal: remove an expired key the caller cannot see, or raise 42501 naming the owner of a live one';
+
+CREATE FUNCTION fencing.idem_refuse_owner(key text, owner regrole) RETURNS void
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = owner::oid) THEN
+        RAISE EXCEPTION 'permission denied for idempotency key "%"', key
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('The key belongs to a role that was dropped (OID %s); it can be used again once it expires.', owner::oid),
+                  HINT = 'Keys are global to the database: each role must use keys of its own.';
+    END IF;
+    RAISE EXCEPTION 'permission denied for idempotency key "%"', key
+        USING ERRCODE = 'insufficient_privilege',
+              DETAIL = format('The key belongs to role "%s"; only that role and its members may use it.', owner),
+              HINT = 'Keys are global to the database: each role must use keys of its own.';
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_refuse_owner(text, regrole) IS 'internal: raise 42501 for a key of another role';
+
+-- The owner of a live key the caller cannot see (NULL: none), for the
+-- claim helpers' 42501.
+CREATE FUNCTION fencing.idem_owner(key text, now timestamptz) RETURNS regrole
+    LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT k.owner FROM fencing.idempotency_keys k WHERE k.key = idem_owner.key AND k.expires_at > now $$;
+COMMENT ON FUNCTION fencing.idem_owner(text, timestamptz) IS 'internal: the owner of a live key';
+
+CREATE FUNCTION fencing.idem_begin(key text, request jsonb,
+                                   lease interval DEFAULT '1 minute',
+                                   retention interval DEFAULT '24 hours',
+                                   wait boolean DEFAULT true)
+    RETURNS TABLE(state text, token fencing.fence, result jsonb,
+                  recovery_point text, expires_at timestamptz)
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 1
+AS $$
+#variable_conflict use_column
+DECLARE
+    h bytea;
+    v_now timestamptz;
+    lu timestamptz;
+    ex timestamptz;
+    r record;
+    c fencing.fence;
+    locked boolean;
+    attempt integer := 0;
+    saved_timeout text;
+BEGIN
+    PERFORM fencing.idem_check_key(idem_begin.key);
+    IF idem_begin.request IS NULL THEN
+        RAISE EXCEPTION 'request must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF idem_begin.lease IS NULL THEN
+        RAISE EXCEPTION 'lease must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF idem_begin.retention IS NULL THEN
+        RAISE EXCEPTION 'retention must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF idem_begin.wait IS NULL THEN
+        RAISE EXCEPTION 'wait must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF idem_begin.lease OPERATOR(pg_catalog.<=) '0'::interval THEN
+        RAISE EXCEPTION 'lease must be a positive interval'
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The lease was %s.', idem_begin.lease);
+    ELSIF idem_begin.retention OPERATOR(pg_catalog.<=) '0'::interval THEN
+        RAISE EXCEPTION 'retention must be a positive interval'
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The retention was %s.', idem_begin.retention);
+    ELSIF idem_begin.retention OPERATOR(pg_catalog.<) idem_begin.lease THEN
+        RAISE EXCEPTION 'retention must not be shorter than the lease'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = pg_catalog.format('The retention was %s and the lease %s.', idem_begin.retention, idem_begin.lease),
+                  HINT = 'A key that expired while its claim''s lease was still running could be begun again by another caller.';
+    END IF;
+    h := pg_catalog.sha256(pg_catalog.convert_to(idem_begin.request::pg_catalog.text, 'UTF8'));
+    LOOP
+        attempt := attempt OPERATOR(pg_catalog.+) 1;
+        IF attempt OPERATOR(pg_catalog.>) 10 THEN
+            RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key;
+        END IF;
+        v_now := pg_catalog.clock_timestamp();
+        lu := v_now OPERATOR(pg_catalog.+) idem_begin.lease;
+        ex := v_now OPERATOR(pg_catalog.+) idem_begin.retention;
+
+        -- a new key: claim (E, 1)
+        IF idem_begin.wait THEN
+            INSERT INTO fencing.idempotency_keys AS k
+                   (key, request_hash, state, result, claim, recovery_point, locked_until,
+                    expires_at, created_at, updated_at, owner)
+            VALUES (idem_begin.key, h, 'running', NULL,
+                    ROW(pg_catalog.nextval('fencing.idempotency_claim_seq'), 1)::fencing.fence_pair,
+                    NULL, lu, ex, v_now, v_now, current_user::pg_catalog.regrole)
+            ON CONFLICT (key) DO NOTHING
+            RETURNING (k.claim).* INTO c;
+        ELSE
+            -- without wait, any wait for another transaction is SF004
+            saved_timeout := pg_catalog.current_setting('lock_timeout');
+            PERFORM pg_catalog.set_config('lock_timeout', '1ms', true);
+            BEGIN
+                INSERT INTO fencing.idempotency_keys AS k
+                       (key, request_hash, state, result, claim, recovery_point, locked_until,
+                        expires_at, created_at, updated_at, owner)
+                VALUES (idem_begin.key, h, 'running', NULL,
+                        ROW(pg_catalog.nextval('fencing.idempotency_claim_seq'), 1)::fencing.fence_pair,
+                        NULL, lu, ex, v_now, v_now, current_user::pg_catalog.regrole)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING (k.claim).* INTO c;
+            EXCEPTION WHEN lock_not_available THEN
+                PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+                PERFORM pg_catalog.nextval('fencing.idem_stat_in_progress_rejected');
+                RAISE EXCEPTION 'idempotency key "%" is in progress', idem_begin.key
+                    USING ERRCODE = 'SF004',
+                          DETAIL = 'Another transaction is working on the key and has not finished yet.',
+                          HINT = 'Retry later: the key is free again when its owner completes or abandons it, or when its lease runs out.';
+            END;
+            PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
+        END IF;
+        IF c IS NOT NULL THEN
+            PERFORM pg_catalog.nextval('fencing.idem_stat_started');
+            RETURN QUERY SELECT 'started'::pg_catalog.text, c, NULL::jsonb, NULL::pg_catalog.text, ex;
+            RETURN;
+        END IF;
+
+        -- the key exists: read it; lock it only to change it, then decide
+        -- again on the locked version
+        locked := false;
+        LOOP
+            IF NOT locked THEN
+                SELECT k.request_hash, k.state, k.result, k.claim, k.recovery_point,
+                       k.locked_until, k.expires_at INTO r
+                  FROM fencing.idempotency_keys k WHERE k.key = idem_begin.key;
+            ELSIF idem_begin.wait THEN
+                SELECT k.request_hash, k.state, k.result, k.claim, k.recovery_point,
+                       k.locked_until, k.expires_at INTO r
+                  FROM fencing.idempotency_keys k WHERE k.key = idem_begin.key FOR UPDATE;
+            ELSE
+                BEGIN
+                    SELECT k.request_hash, k.state, k.result, k.claim, k.recovery_point,
+                           k.locked_until, k.expires_at INTO r
+                      FROM fencing.idempotency_keys k WHERE k.key = idem_begin.key FOR UPDATE NOWAIT;
+                EXCEPTION WHEN lock_not_available THEN
+                    PERFORM pg_catalog.nextval('fencing.idem_stat_in_progress_rejected');
+                    RAISE EXCEPTION 'idempotency key "%" is in progress', idem_begin.key
+                        USING ERRCODE = 'SF004',
+                              DETAIL = 'Another transaction is working on the key and has not finished yet.',
+                              HINT = 'Retry later: the key is free again when its owner completes or abandons it, or when its lease runs out.';
+                END;
+            END IF;
+            IF NOT FOUND THEN
+                -- purged meanwhile, or another role's (expired: removed)
+                PERFORM fencing.idem_reclaim(idem_begin.key, v_now, idem_begin.wait);
+                EXIT;
+            END IF;
+            IF r.expires_at OPERATOR(pg_catalog.<=) v_now THEN
+                -- expired: counts as absent; a new incarnation replaces it
+                IF NOT locked THEN
+                    locked := true;
+                    CONTINUE;
+                END IF;
+                UPDATE fencing.idempotency_keys AS k
+                   SET request_hash = h, state = 'running', result = NULL,
+                       claim = ROW(GREATEST(pg_catalog.nextval('fencing.idempotency_claim_seq'),
+                                            (k.claim).epoch OPERATOR(pg_catalog.+) 1), 1)::fencing.fence_pair,
+                       recovery_point = NULL, locked_until = lu, expires_at = ex,
+                       created_at = v_now, updated_at = v_now, owner = current_user::pg_catalog.regrole
+                 WHERE k.key = idem_begin.key
+                RETURNING (k.claim).* INTO c;
+                PERFORM pg_catalog.nextval('fencing.idem_stat_started');
+                RETURN QUERY SELECT 'started'::pg_catalog.text, c, NULL::jsonb, NULL::pg_catalog.text, ex;
+                RETURN;
+            END IF;
+            IF r.request_hash OPERATOR(pg_catalog.<>) h THEN
+                PERFORM pg_catalog.nextval('fencing.idem_stat_reused_rejected');
+                RAISE EXCEPTION 'idempotency key "%" was already used with a different request', idem_begin.key
+                    USING ERRCODE = 'SF003',
+                          DETAIL = 'The fingerprint of this request differs from the one recorded for the key.',
+                          HINT = 'A retry must send exactly the same request; a new request needs a new key.';
+            END IF;
+            IF r.state OPERATOR(pg_catalog.=) 'done' THEN
+                PERFORM pg_catalog.nextval('fencing.idem_stat_replayed');
+                RETURN QUERY SELECT 'done'::pg_catalog.text, NULL::fencing.fence, r.result, r.recovery_point, r.expires_at;
+                RETURN;
+            END IF;
+            -- running: a live lease keeps the key; a lapsed one frees it
+            IF r.locked_until IS NOT NULL AND r.locked_until OPERATOR(pg_catalog.>) v_now THEN
+                PERFORM pg_catalog.nextval('fencing.idem_stat_in_progress_rejected');
+                RAISE EXCEPTION 'idempotency key "%" is in progress', idem_begin.key
+                    USING ERRCODE = 'SF004',
+                          DETAIL = pg_catalog.format('Claim %s holds the key and its lease has not run out.', fencing.fence_text(r.claim)),
+                          HINT = 'Retry later: the key is free again when its owner completes or abandons it, or when its lease runs out.';
+            END IF;
+            IF NOT locked THEN
+                locked := true;
+                CONTINUE;
+            END IF;
+            UPDATE fencing.idempotency_keys AS k
+               SET claim = ROW(GREATEST(pg_catalog.nextval('fencing.idempotency_claim_seq'),
+                                        (k.claim).epoch OPERATOR(pg_catalog.+) 1),
+                               (k.claim).counter OPERATOR(pg_catalog.+) 1)::fencing.fence_pair,
+                   locked_until = lu, expires_at = GREATEST(k.expires_at, ex), updated_at = v_now
+             WHERE k.key = idem_begin.key
+            RETURNING (k.claim).* INTO c;
+            PERFORM pg_catalog.nextval('fencing.idem_stat_resumed');
+            RETURN QUERY SELECT 'resumed'::pg_catalog.text, c, NULL::jsonb, r.recovery_point,
+                                (SELECT k.expires_at FROM fencing.idempotency_keys k WHERE k.key OPERATOR(pg_catalog.=) idem_begin.key);
+            RETURN;
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_begin(text, jsonb, interval, interval, boolean) IS
+    'claim an idempotency key (started, resumed) or replay its result (done); SF003 for another request, SF004 while another owner holds it';
+
+-- SF001 for a claim update whose token is not the key's running claim, or
+-- 42501 for a key of another role.  As the caller: what it cannot see is
+-- another role's (or gone).
+CREATE FUNCTION fencing.idem_lost_claim(key text, token fencing.fence, now timestamptz) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    o regrole;
+    detail text;
+    t text := fencing.fence_text(token);
+BEGIN
+    SELECT k.state, k.claim, k.expires_at INTO r FROM fencing.idempotency_keys k WHERE k.key = idem_lost_claim.key;
+    IF NOT FOUND THEN
+        o := fencing.idem_owner(key, now);
+        IF o IS NOT NULL THEN
+            PERFORM fencing.idem_refuse_owner(key, o);
+        END IF;
+    END IF;
+    IF NOT FOUND OR r.expires_at <= now THEN
+        detail := format('Idempotency key "%s" does not exist or has expired.', key);
+    ELSIF r.state = 'done' THEN
+        detail := CASE WHEN r.claim = token THEN 'The claim has already completed the key.'
+                       ELSE format('The key was completed under claim %s.', fencing.fence_text(r.claim)) END;
+    ELSIF r.claim IS DISTINCT FROM token THEN
+        detail := CASE WHEN r.claim IS NULL THEN 'The key has no claim.'
+                       ELSE format('The key''s current claim is %s.', fencing.fence_text(r.claim)) END;
+    ELSE
+        detail := 'The claim was abandoned.';
+    END IF;
+    PERFORM nextval('fencing.idem_stat_claim_taken_over');
+    RAISE EXCEPTION 'stale fence token % for idempotency key "%"', t, key
+        USING ERRCODE = 'SF001', CONSTRAINT = 'claim_taken_over', DETAIL = detail,
+              HINT = format('The claim with token %s was lost: stop, record no result, and call fencing.idem_begin() again to learn the key''s state.', t),
+              TABLE = 'idempotency_keys', SCHEMA = 'fencing';
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_lost_claim(text, fencing.fence, timestamptz) IS
+    'internal: raise SF001 (or 42501) for a claim update that found no running claim of token';
+
+CREATE FUNCTION fencing.idem_checkpoint(key text, token fencing.fence,
+                                        recovery_point text, lease interval DEFAULT NULL)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    PERFORM fencing.idem_check_key(idem_checkpoint.key);
+    IF idem_checkpoint.token IS NULL THEN
+        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF idem_checkpoint.lease OPERATOR(pg_catalog.<=) '0'::interval THEN
+        RAISE EXCEPTION 'lease must be a positive interval'
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The lease was %s.', idem_checkpoint.lease);
+    END IF;
+    -- without a lease, the lease keeps its length; the key never expires
+    -- before its lease runs out
+    UPDATE fencing.idempotency_keys AS k
+       SET recovery_point = COALESCE(idem_checkpoint.recovery_point, k.recovery_point),
+           locked_until = v_now OPERATOR(pg_catalog.+) COALESCE(idem_checkpoint.lease, k.locked_until OPERATOR(pg_catalog.-) k.updated_at),
+           expires_at = GREATEST(k.expires_at, v_now OPERATOR(pg_catalog.+) COALESCE(idem_checkpoint.lease, k.locked_until OPERATOR(pg_catalog.-) k.updated_at)),
+           updated_at = v_now
+     WHERE k.key OPERATOR(pg_catalog.=) idem_checkpoint.key
+       AND (k.claim).epoch OPERATOR(pg_catalog.=) (idem_checkpoint.token).epoch
+       AND (k.claim).counter OPERATOR(pg_catalog.=) (idem_checkpoint.token).counter
+       AND k.state OPERATOR(pg_catalog.=) 'running' AND k.locked_until IS NOT NULL
+       AND k.expires_at OPERATOR(pg_catalog.>) v_now;
+    IF NOT FOUND THEN
+        PERFORM fencing.idem_lost_claim(idem_checkpoint.key, idem_checkpoint.token, v_now);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_checkpoint(text, fencing.fence, text, interval) IS
+    'record how far the claim got and renew its lease; SF001 unless token is the key''s running claim';
+
+CREATE FUNCTION fencing.idem_complete(key text, token fencing.fence, result jsonb)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    PERFORM fencing.idem_check_key(idem_complete.key);
+    IF idem_complete.token IS NULL THEN
+        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    UPDATE fencing.idempotency_keys AS k
+       SET state = 'done', result = idem_complete.result, locked_until = NULL, updated_at = v_now
+     WHERE k.key OPERATOR(pg_catalog.=) idem_complete.key
+       AND (k.claim).epoch OPERATOR(pg_catalog.=) (idem_complete.token).epoch
+       AND (k.claim).counter OPERATOR(pg_catalog.=) (idem_complete.token).counter
+       AND k.state OPERATOR(pg_catalog.=) 'running' AND k.locked_until IS NOT NULL
+       AND k.expires_at OPERATOR(pg_catalog.>) v_now;
+    IF NOT FOUND THEN
+        PERFORM fencing.idem_lost_claim(idem_complete.key, idem_complete.token, v_now);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_complete(text, fencing.fence, jsonb) IS
+    'record the final result of the key''s request; SF001 unless token is the key''s running claim';
+
+CREATE FUNCTION fencing.idem_abandon(key text, token fencing.fence)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
+BEGIN
+    PERFORM fencing.idem_check_key(idem_abandon.key);
+    IF idem_abandon.token IS NULL THEN
+        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    UPDATE fencing.idempotency_keys AS k
+       SET locked_until = NULL, updated_at = v_now
+     WHERE k.key OPERATOR(pg_catalog.=) idem_abandon.key
+       AND (k.claim).epoch OPERATOR(pg_catalog.=) (idem_abandon.token).epoch
+       AND (k.claim).counter OPERATOR(pg_catalog.=) (idem_abandon.token).counter
+       AND k.state OPERATOR(pg_catalog.=) 'running' AND k.locked_until IS NOT NULL
+       AND k.expires_at OPERATOR(pg_catalog.>) v_now;
+    IF NOT FOUND THEN
+        PERFORM fencing.idem_lost_claim(idem_abandon.key, idem_abandon.token, v_now);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_abandon(text, fencing.fence) IS
+    'give the claim up so that the next idem_begin resumes at once; SF001 unless token is the key''s running claim';
+
+-- The claim helpers with tokens written as text (E:C or (E,C)).
+CREATE FUNCTION fencing.idem_checkpoint(key text, token text, recovery_point text, lease interval DEFAULT NULL)
+    RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.idem_checkpoint(key, fencing.fence_from_text(token), recovery_point, lease) $$;
+CREATE FUNCTION fencing.idem_complete(key text, token text, result jsonb)
+    RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.idem_complete(key, fencing.fence_from_text(token), result) $$;
+CREATE FUNCTION fencing.idem_abandon(key text, token text)
+    RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.idem_abandon(key, fencing.fence_from_text(token)) $$;
+COMMENT ON FUNCTION fencing.idem_checkpoint(text, text, text, interval) IS 'fencing.idem_checkpoint() with the token written E:C';
+COMMENT ON FUNCTION fencing.idem_complete(text, text, jsonb) IS 'fencing.idem_complete() with the token written E:C';
+COMMENT ON FUNCTION fencing.idem_abandon(text, text) IS 'fencing.idem_abandon() with the token written E:C';
+
+CREATE FUNCTION fencing.idem_purge(batch integer DEFAULT 10000)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    purged bigint;
+BEGIN
+    IF batch IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'batch must not be null';
+    END IF;
+    IF batch < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'batch must be positive',
+            DETAIL = format('The batch was %s.', batch);
+    END IF;
+    -- rows that a helper has locked are skipped: the next run gets them
+    WITH doomed AS (
+        SELECT k.key FROM fencing.idempotency_keys AS k
+         WHERE k.expires_at <= clock_timestamp()
+         ORDER BY k.expires_at
+         LIMIT batch
+           FOR UPDATE SKIP LOCKED)
+    DELETE FROM fencing.idempotency_keys AS k USING doomed WHERE k.key = doomed.key;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
+END
+$$;
+COMMENT ON FUNCTION fencing.idem_purge(integer) IS
+    'delete at most batch expired idempotency keys and return how many; schedule it (pg_cron)';
+REVOKE ALL ON FUNCTION fencing.idem_purge(integer) FROM PUBLIC;
+
+CREATE VIEW fencing.idempotency_summary AS
+SELECT pg_catalog.count(*) FILTER (WHERE k.expires_at > c.now AND k.state = 'running') AS running,
+       pg_catalog.count(*) FILTER (WHERE k.expires_at > c.now AND k.state = 'running'
+                                     AND (k.locked_until IS NULL OR k.locked_until <= c.now)) AS running_unowned,
+       pg_catalog.count(*) FILTER (WHERE k.expires_at > c.now AND k.state = 'done') AS done,
+       pg_catalog.count(*) FILTER (WHERE k.expires_at <= c.now) AS expired_awaiting_purge,
+       c.now - pg_catalog.min(k.created_at) FILTER (WHERE k.expires_at > c.now AND k.state = 'running') AS oldest_running_age
+  FROM (SELECT pg_catalog.clock_timestamp() AS now) AS c
+  LEFT JOIN fencing.idempotency_keys AS k ON true
+ GROUP BY c.now;
+COMMENT ON VIEW fencing.idempotency_summary IS
+    'idempotency keys at a glance: running (and of those, without a live lease), done, expired awaiting purge, age of the oldest running request';
+GRANT SELECT ON fencing.idempotency_summary TO PUBLIC;
+
+CREATE VIEW fencing.idempotency_stats AS
+    SELECT fencing.seq_value('fencing.idem_stat_started') AS started,
+           fencing.seq_value('fencing.idem_stat_replayed') AS replayed,
+           fencing.seq_value('fencing.idem_stat_resumed') AS resumed,
+           fencing.seq_value('fencing.idem_stat_reused_rejected') AS reused_rejected,
+           fencing.seq_value('fencing.idem_stat_in_progress_rejected') AS in_progress_rejected,
+           fencing.seq_value('fencing.idem_stat_claim_taken_over') AS claim_taken_over;
+COMMENT ON VIEW fencing.idempotency_stats IS
+    'outcomes of fencing.idem_begin() in this database since fencing.stats_reset(), and claims taken over, counted in sequences (no rollback takes them back)';
+GRANT SELECT ON fencing.idempotency_stats TO PUBLIC;
+
+------------------------------------------------------------------------------
+-- Guarding the guard: the DDL guard (event triggers), where it can be
+------------------------------------------------------------------------------
+
+-- Only a superuser (RDS and Aurora: rds_superuser; Cloud SQL, Azure, Neon
+-- and Supabase have their own such roles) may create event triggers.  The
+-- install creates them when the installing role may, and records whether
+-- it did (fencing.edition_state); where it may not, DDL that breaks a
+-- guard (dropping or disabling its triggers, dropping or retyping its fence
+-- or key columns, a BEFORE ROW trigger that fires after it) is not refused,
+-- and fencing.protected_tables shows what it broke.
+--
+-- With it, a DDL command is judged by what it leaves behind: at the end of
+-- every command that touches a protected table (ddl_command_end), the
+-- tables it touched get the guards their new partitions and inheritance
+-- children need (and their rows' fences seed the scope's), and then any
+-- problem fencing.guard_problems() finds undoes the command with SF005.
+-- A dropped guard trigger or fence or key column is refused at sql_drop; a
+-- dropped protected table leaves fencing.protected.  protect() and
+-- unprotect() run their own DDL with fencing.ddl_guard_pause set to the
+-- table (the setting says nothing to any other table).
+
+-- Forget a protected table that was dropped (as the edition's owner: the
+-- table is gone, so there is nobody's privilege left to check).
+CREATE FUNCTION fencing.forget_dropped(relid oid) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    guard regprocedure;
+    counter text;
+BEGIN
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = relid) THEN
+        RETURN;
+    END IF;
+    DELETE FROM fencing.protected p WHERE p.relid::oid = forget_dropped.relid RETURNING p.guard_function INTO guard;
+    IF guard IS NOT NULL THEN
+        FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
+                                       'rejected_already_used', 'rejected_lease_expired'] LOOP
+            EXECUTE format('DROP SEQUENCE IF EXISTS fencing.%I', guard::oid::regproc::text || '_' || counter);
+        END LOOP;
+        EXECUTE format('DROP FUNCTION IF EXISTS %s', guard);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION fencing.forget_dropped(oid) IS
+    'internal: remove a dropped table from fencing.protected, with its guard function and counters';
+
+-- SF005 for a problem left by a DDL command on protected table root.
+CREATE FUNCTION fencing.refuse_ddl(root regclass, kind text, member regclass, problem text, object text)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    tname text := (SELECT c.relname FROM pg_class c WHERE c.oid = coalesce(member, root));
+    qualified text := (SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
+                         JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = root);
+    msg text;
+    detail text := format('Table "%s" is protected by fencing: its fencing triggers check every write.', tname);
+BEGIN
+    msg := CASE kind
+        WHEN 'disabled' THEN format('cannot disable trigger "%s" of protected table "%s"', object, tname)
+        WHEN 'firing' THEN format('cannot change the firing mode of trigger "%s" of protected table "%s"', object, tname)
+        WHEN 'missing' THEN format('cannot drop trigger "%s" of protected table "%s"', object, tname)
+        WHEN 'renamed' THEN format('cannot rename trigger "%s" of protected table "%s"', object, tname)
+        WHEN 'timing' THEN format('cannot replace trigger "%s" of protected table "%s"', object, tname)
+        WHEN 'function' THEN format('cannot replace trigger "%s" of protected table "%s"', object, tname)
+        WHEN 'after' THEN format('cannot create trigger "%s" on protected table "%s"', object, tname)
+        WHEN 'fence' THEN format('cannot alter or drop column "%s" of protected table "%s"', object, tname)
+        WHEN 'key' THEN format('cannot alter or drop column "%s" of protected table "%s"', object, tname)
+        ELSE format('cannot alter protected table "%s"', tname) END;
+    IF kind = 'after' THEN
+        detail := format('Table "%s" is protected by fencing: BEFORE ROW triggers fire in name order, and trigger "%s" would fire after its guard.', tname, object);
+    ELSIF kind = 'fence' THEN
+        detail := format('Table "%s" is protected by fencing: column "%s" holds its fence tokens.', tname, object);
+    ELSIF kind = 'key' THEN
+        detail := format('Table "%s" is protected by fencing: column "%s" is a key column of its fence scope.', tname, object);
+    ELSIF kind NOT IN ('disabled', 'firing', 'missing', 'renamed', 'timing', 'function') THEN
+        detail := format('Table "%s" is protected by fencing, and the command would break its guard: %s.', tname, problem);
+    END IF;
+    RAISE EXCEPTION '%', msg
+        USING ERRCODE = 'SF005', DETAIL = detail,
+              HINT = format('Call fencing.unprotect(''%s'') first.', qualified);
+END
+$$;
+COMMENT ON FUNCTION fencing.refuse_ddl(regclass, text, regclass, text, text) IS
+    'internal: raise SF005 for a DDL command that would break a protected table''s guard';
+
+-- Give the new members of a protected table's tree their guards, seeding
+-- the scope's fences from their rows (as the DDL's user, who owns them).
+CREATE FUNCTION fencing.guard_new_members(root regclass) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p fencing.protected;
+    m record;
+    writer regprocedure;
+    keylist text;
+BEGIN
+    SELECT * INTO p FROM fencing.protected x WHERE x.relid = root;
+    FOR m IN SELECT * FROM fencing.tree_of(root) t
+              WHERE t.depth > 0
+                AND NOT EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = t.member::oid
+                                   AND g.tgname = 'zz_fencing_truncate')
+              ORDER BY t.depth LOOP
+        IF NOT m.is_partition THEN
+            EXECUTE format('CREATE OR REPLACE TRIGGER zz_fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s',
+                           m.member, p.guard_function);
+            EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_guard', m.member);
+        END IF;
+        EXECUTE format('CREATE TRIGGER zz_fencing_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()',
+                       m.member);
+        EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_truncate', m.member);
+        -- a filled table joins: no earlier token may write its keys
+        IF p.key_columns IS NOT NULL THEN
+            SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = p.scope_name;
+            IF cardinality(p.key_columns) = 0 THEN
+                EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM ONLY %s x) m WHERE m.f IS NOT NULL',
+                               writer::oid::regproc, p.fence_column, m.member);
+            ELSE
+                keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
+                              FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o));
+                EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM ONLY %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
+                               writer::oid::regproc,
+                               (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o)),
+                               keylist, p.fence_column, m.member, p.fence_column, keylist);
+            END IF;
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing.guard_new_members(regclass) IS
+    'internal: guard the partitions and inheritance children a protected table gained, and seed its scope from their rows';
+
+CREATE FUNCTION fencing.ddl_guard_end() RETURNS event_trigger
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    paused text := coalesce(current_setting('fencing.ddl_guard_pause', true), '');
+    root regclass;
+    pr record;
+BEGIN
+    FOR root IN
+        SELECT DISTINCT fencing.protected_root(t.rel)
+          FROM (SELECT CASE WHEN c.classid = 'pg_trigger'::regclass
+                            THEN (SELECT g.tgrelid FROM pg_trigger g WHERE g.oid = c.objid)
+                            ELSE c.objid END AS rel
+                  FROM pg_event_trigger_ddl_commands() c
+                 WHERE c.classid IN ('pg_class'::regclass, 'pg_trigger'::regclass)) t
+         WHERE t.rel IS NOT NULL
+    LOOP
+        CONTINUE WHEN root IS NULL OR root::oid::text = paused;
+        PERFORM set_config('fencing.ddl_guard_pause', root::oid::text, true);
+        PERFORM fencing.guard_new_members(root);
+        PERFORM set_config('fencing.ddl_guard_pause', paused, true);
+        FOR pr IN SELECT * FROM fencing.guard_problems(root) x WHERE x.kind <> 'ddl_guard' LOOP
+            PERFORM fencing.refuse_ddl(root, pr.kind, pr.member, pr.problem,
+                                       coalesce(substring(pr.problem FROM '^trigger (\S+)'),
+                                                substring(pr.problem FROM '^(?:fence|key) column (\S+)'), ''));
+        END LOOP;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing.ddl_guard_end() IS
+    'event trigger: guards partitions and children a protected table gains, and refuses (SF005) DDL that would break a protected table''s guard';
+
+CREATE FUNCTION fencing.ddl_guard_drop() RETURNS event_trigger
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    paused text := coalesce(current_setting('fencing.ddl_guard_pause', true), '');
+    o record;
+    rel oid;
+    root regclass;
+    p fencing.protected;
+BEGIN
+    FOR o IN SELECT * FROM pg_event_trigger_dropped_objects() LOOP
+        IF o.object_type IN ('table', 'foreign table') AND EXISTS (SELECT FROM fencing.protected x WHERE x.relid::oid = o.objid) THEN
+            PERFORM fencing.forget_dropped(o.objid);
+        ELSIF o.object_type IN ('trigger', 'table column') AND cardinality(o.address_names) = 3 THEN
+            SELECT c.oid INTO rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = o.address_names[1] AND c.relname = o.address_names[2];
+            CONTINUE WHEN rel IS NULL;
+            root := fencing.protected_root(rel);
+            CONTINUE WHEN root IS NULL OR root::oid::text = paused;
+            SELECT * INTO p FROM fencing.protected x WHERE x.relid = root;
+            IF o.object_type = 'trigger' AND o.address_names[3] IN ('zz_fencing_guard', 'zz_fencing_truncate') THEN
+                PERFORM fencing.refuse_ddl(root, 'missing', rel::regclass, NULL, o.address_names[3]);
+            ELSIF o.object_type = 'table column' AND o.address_names[3] = p.fence_column THEN
+                PERFORM fencing.refuse_ddl(root, 'fence', rel::regclass, NULL, o.address_names[3]);
+            ELSIF o.object_type = 'table column' AND o.address_names[3] = ANY (p.key_columns) THEN
+                PERFORM fencing.refuse_ddl(root, 'key', rel::regclass, NULL, o.address_names[3]);
+            END IF;
+        END IF;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION fencing.ddl_guard_drop() IS
+    'event trigger: refuses (SF005) dropping the guard triggers or the fence and key columns of a protected table; a dropped protected table leaves fencing.protected';
+
+-- The event triggers, where the installing role may create them.
+DO $ddl$
+BEGIN
+    BEGIN
+        CREATE EVENT TRIGGER fencing_ddl_guard_end ON ddl_command_end
+            WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'CREATE TRIGGER', 'ALTER TRIGGER', 'CREATE TABLE AS')
+            EXECUTE FUNCTION fencing.ddl_guard_end();
+        CREATE EVENT TRIGGER fencing_ddl_guard_drop ON sql_drop
+            EXECUTE FUNCTION fencing.ddl_guard_drop();
+        ALTER EVENT TRIGGER fencing_ddl_guard_end ENABLE ALWAYS;
+        ALTER EVENT TRIGGER fencing_ddl_guard_drop ENABLE ALWAYS;
+        COMMENT ON EVENT TRIGGER fencing_ddl_guard_end IS
+            'the DDL guard: guards new partitions and children of protected tables, and refuses DDL that would break a guard';
+        COMMENT ON EVENT TRIGGER fencing_ddl_guard_drop IS
+            'the DDL guard: refuses dropping a protected table''s guard triggers, fence and key columns; forgets dropped protected tables';
+        INSERT INTO fencing.edition_state (ddl_guard) VALUES (true);
+    EXCEPTION WHEN insufficient_privilege THEN
+        RAISE NOTICE 'the DDL guard is not installed: role % may not create event triggers', current_user
+            USING DETAIL = 'DDL that breaks a protected table''s guard (dropping or disabling its triggers, changing its fence or key columns) is not refused; fencing.protected_tables shows what it broke.',
+                  HINT = 'Install the edition as a role that may create event triggers (a superuser; on RDS and Aurora, a member of rds_superuser) to have the DDL guard.';
+        INSERT INTO fencing.edition_state (ddl_guard) VALUES (false);
+    END;
+END
+$ddl$;
+
+------------------------------------------------------------------------------
+-- pg_dump keeps protections, fences, keys and leases
+------------------------------------------------------------------------------
+
+-- Installed as an extension, the edition's tables are its members, which
+-- pg_dump leaves out unless marked: mark those whose rows a restore must
+-- keep, so that a restored database never lets a stale writer or a
+-- replayed request in.  (The scopes' storage tables, the guard functions
+-- and the counters are created by protect(), not by this script: they are
+-- no members, and pg_dump dumps them, rows and all, as any table.  The
+-- plain script's objects are no members of anything: pg_dump dumps them
+-- all.)
+DO $dump$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'fencing_sql') THEN
+        PERFORM pg_catalog.pg_extension_config_dump('fencing.protected', '');
+        PERFORM pg_catalog.pg_extension_config_dump('fencing.scope_storage', '');
+        PERFORM pg_catalog.pg_extension_config_dump('fencing.leases', '');
+        PERFORM pg_catalog.pg_extension_config_dump('fencing.epoch_state', '');
+        PERFORM pg_catalog.pg_extension_config_dump('fencing.idempotency_keys', '');
+        PERFORM pg_catalog.pg_extension_config_dump('fencing.idempotency_claim_seq', '');
+        PERFORM pg_catalog.pg_extension_config_dump('fencing.edition_state', '');
+    END IF;
+END
+$dump$;
 $_fencing_sql_$,
     '{plpgsql}',
     'fencing'

@@ -758,6 +758,9 @@ BEGIN
                                    key_types, key_collations, pk_columns, proof);
     PERFORM fencing.drop_proof(proof);
 
+    -- (the DDL guard leaves this table's DDL to us until we are done)
+    PERFORM set_config('fencing.ddl_guard_pause', tbl::oid::text, true);
+
     -- the triggers, as the caller, who owns the table: the row guard (a
     -- partitioned table's partitions get it from the table, now and when
     -- created or attached later; inheritance children get their own) and
@@ -772,6 +775,8 @@ BEGIN
                        m.member);
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_truncate', m.member);
     END LOOP;
+
+    PERFORM set_config('fencing.ddl_guard_pause', '', true);
 
     -- key and table scope: the fences already in the rows, every row
     -- (row security would hide some: refuse rather than seed from part)
@@ -895,7 +900,7 @@ BEGIN
         RAISE NOTICE 'table "%" is not protected, skipping', rel.relname;
         RETURN;
     END IF;
-    PERFORM set_config('fencing.unprotecting', tbl::oid::text, true);
+    PERFORM set_config('fencing.ddl_guard_pause', tbl::oid::text, true);
     FOR m IN SELECT * FROM fencing.tree_of(tbl) t ORDER BY t.depth DESC LOOP
         IF m.depth = 0 OR NOT m.is_partition THEN
             EXECUTE format('DROP TRIGGER IF EXISTS zz_fencing_guard ON %s', m.member);
@@ -905,7 +910,7 @@ BEGIN
     proof := fencing.caller_proof();
     PERFORM fencing.unprotect_apply(tbl, proof);
     PERFORM fencing.drop_proof(proof);
-    PERFORM set_config('fencing.unprotecting', '', true);
+    PERFORM set_config('fencing.ddl_guard_pause', '', true);
 END
 $$;
 COMMENT ON FUNCTION fencing.unprotect(regclass) IS
