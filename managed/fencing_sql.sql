@@ -105,7 +105,8 @@ COMMENT ON TYPE fencing.fence_pair IS
 CREATE DOMAIN fencing.fence AS fencing.fence_pair
     CONSTRAINT fence_parts CHECK (
         (VALUE) IS NOT DISTINCT FROM NULL
-        OR ((VALUE).epoch OPERATOR(pg_catalog.>=) 0 AND (VALUE).counter OPERATOR(pg_catalog.>=) 0));
+        OR ((VALUE).epoch IS NOT NULL AND (VALUE).counter IS NOT NULL
+            AND (VALUE).epoch OPERATOR(pg_catalog.>=) 0 AND (VALUE).counter OPERATOR(pg_catalog.>=) 0));
 COMMENT ON DOMAIN fencing.fence IS
     'fencing token (epoch, counter), ordered by epoch, then counter; text form (E,C), fencing.fence_text() gives E:C';
 
@@ -266,6 +267,164 @@ CREATE CAST (text AS fencing.fence_pair)
     WITH FUNCTION fencing.fence_pair_from_text(text);
 CREATE CAST (fencing.fence_pair AS text)
     WITH FUNCTION fencing.fence_pair_text(fencing.fence_pair) AS ASSIGNMENT;
+
+-- Comparisons with text.  PostgreSQL compares fences with its own record
+-- operators (so btree indexes, ORDER BY and hash joins work with no
+-- operator class of ours).  These compare a fence with a token held as
+-- text (E:C, C or (E,C)), inlined into the record comparison with a
+-- constant.  (A quoted literal beside a fence is read as a fence, (E,C),
+-- by the operators below; with schema fencing off the search path, write
+-- a typed fence: fence < fencing.fence(3, 42).)
+CREATE FUNCTION fencing.fence_eq_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.=) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_eq_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.=) b $$;
+COMMENT ON FUNCTION fencing.fence_eq_text(fencing.fence_pair, text) IS 'internal: fence = a token written as text';
+COMMENT ON FUNCTION fencing.text_eq_fence(text, fencing.fence_pair) IS 'internal: a token written as text = fence';
+CREATE FUNCTION fencing.fence_ne_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<>) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_ne_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.<>) b $$;
+COMMENT ON FUNCTION fencing.fence_ne_text(fencing.fence_pair, text) IS 'internal: fence <> a token written as text';
+COMMENT ON FUNCTION fencing.text_ne_fence(text, fencing.fence_pair) IS 'internal: a token written as text <> fence';
+CREATE FUNCTION fencing.fence_lt_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_lt_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.<) b $$;
+COMMENT ON FUNCTION fencing.fence_lt_text(fencing.fence_pair, text) IS 'internal: fence < a token written as text';
+COMMENT ON FUNCTION fencing.text_lt_fence(text, fencing.fence_pair) IS 'internal: a token written as text < fence';
+CREATE FUNCTION fencing.fence_le_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<=) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_le_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.<=) b $$;
+COMMENT ON FUNCTION fencing.fence_le_text(fencing.fence_pair, text) IS 'internal: fence <= a token written as text';
+COMMENT ON FUNCTION fencing.text_le_fence(text, fencing.fence_pair) IS 'internal: a token written as text <= fence';
+CREATE FUNCTION fencing.fence_gt_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.>) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_gt_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.>) b $$;
+COMMENT ON FUNCTION fencing.fence_gt_text(fencing.fence_pair, text) IS 'internal: fence > a token written as text';
+COMMENT ON FUNCTION fencing.text_gt_fence(text, fencing.fence_pair) IS 'internal: a token written as text > fence';
+CREATE FUNCTION fencing.fence_ge_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.>=) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_ge_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.>=) b $$;
+COMMENT ON FUNCTION fencing.fence_ge_text(fencing.fence_pair, text) IS 'internal: fence >= a token written as text';
+COMMENT ON FUNCTION fencing.text_ge_fence(text, fencing.fence_pair) IS 'internal: a token written as text >= fence';
+CREATE OPERATOR fencing.= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_eq_text,
+    COMMUTATOR = OPERATOR(fencing.=), NEGATOR = OPERATOR(fencing.<>),
+    RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel);
+CREATE OPERATOR fencing.<> (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_ne_text,
+    COMMUTATOR = OPERATOR(fencing.<>), NEGATOR = OPERATOR(fencing.=),
+    RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR fencing.< (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_lt_text,
+    COMMUTATOR = OPERATOR(fencing.>), NEGATOR = OPERATOR(fencing.>=),
+    RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR fencing.<= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_le_text,
+    COMMUTATOR = OPERATOR(fencing.>=), NEGATOR = OPERATOR(fencing.>),
+    RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR fencing.> (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_gt_text,
+    COMMUTATOR = OPERATOR(fencing.<), NEGATOR = OPERATOR(fencing.<=),
+    RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR fencing.>= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_ge_text,
+    COMMUTATOR = OPERATOR(fencing.<=), NEGATOR = OPERATOR(fencing.<),
+    RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
+CREATE OPERATOR fencing.= (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_eq_fence,
+    COMMUTATOR = OPERATOR(fencing.=), NEGATOR = OPERATOR(fencing.<>),
+    RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel);
+CREATE OPERATOR fencing.<> (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_ne_fence,
+    COMMUTATOR = OPERATOR(fencing.<>), NEGATOR = OPERATOR(fencing.=),
+    RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR fencing.< (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_lt_fence,
+    COMMUTATOR = OPERATOR(fencing.>), NEGATOR = OPERATOR(fencing.>=),
+    RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR fencing.<= (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_le_fence,
+    COMMUTATOR = OPERATOR(fencing.>=), NEGATOR = OPERATOR(fencing.>),
+    RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR fencing.> (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_gt_fence,
+    COMMUTATOR = OPERATOR(fencing.<), NEGATOR = OPERATOR(fencing.<=),
+    RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR fencing.>= (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_ge_fence,
+    COMMUTATOR = OPERATOR(fencing.<=), NEGATOR = OPERATOR(fencing.<),
+    RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
+
+-- The six comparisons between fences, in schema fencing too, for code
+-- written for the C edition (OPERATOR(fencing.<)).  Each is PostgreSQL's
+-- record comparison, inlined where it is used, so an index on a fence
+-- serves it as it serves the record operator.  A quoted literal beside a
+-- fence is then read as a fence: (E,C).
+CREATE FUNCTION fencing.fence_eq(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.=) b $$;
+COMMENT ON FUNCTION fencing.fence_eq(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence = fence';
+CREATE FUNCTION fencing.fence_ne(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<>) b $$;
+COMMENT ON FUNCTION fencing.fence_ne(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence <> fence';
+CREATE FUNCTION fencing.fence_lt(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<) b $$;
+COMMENT ON FUNCTION fencing.fence_lt(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence < fence';
+CREATE FUNCTION fencing.fence_le(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<=) b $$;
+COMMENT ON FUNCTION fencing.fence_le(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence <= fence';
+CREATE FUNCTION fencing.fence_gt(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.>) b $$;
+COMMENT ON FUNCTION fencing.fence_gt(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence > fence';
+CREATE FUNCTION fencing.fence_ge(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.>=) b $$;
+COMMENT ON FUNCTION fencing.fence_ge(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence >= fence';
+CREATE OPERATOR fencing.= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_eq,
+    COMMUTATOR = OPERATOR(fencing.=), NEGATOR = OPERATOR(fencing.<>),
+    RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel);
+CREATE OPERATOR fencing.<> (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_ne,
+    COMMUTATOR = OPERATOR(fencing.<>), NEGATOR = OPERATOR(fencing.=),
+    RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR fencing.< (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_lt,
+    COMMUTATOR = OPERATOR(fencing.>), NEGATOR = OPERATOR(fencing.>=),
+    RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR fencing.<= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_le,
+    COMMUTATOR = OPERATOR(fencing.>=), NEGATOR = OPERATOR(fencing.>),
+    RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR fencing.> (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_gt,
+    COMMUTATOR = OPERATOR(fencing.<), NEGATOR = OPERATOR(fencing.<=),
+    RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR fencing.>= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_ge,
+    COMMUTATOR = OPERATOR(fencing.<=), NEGATOR = OPERATOR(fencing.<),
+    RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
 
 CREATE FUNCTION fencing.next(f fencing.fence) RETURNS fencing.fence
     LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
@@ -619,9 +778,27 @@ $$;
 COMMENT ON FUNCTION fencing.scope_key(text[]) IS
     'the key under which fencing.scopes shows the fence of these key values';
 
--- The fences of every scope the caller may read: those of scopes it owns
--- (or whose owner it is a member of); the edition's owner reads all.
--- Each storage table is readable by its scope's owner only.
+-- May the current role read the keys and fences of a scope?  Its owner
+-- (and members), the edition's owner, and roles that may read every table
+-- protected into it past their row security.  The row security policy of
+-- every storage table (SELECT only: only the edition's owner writes it).
+CREATE FUNCTION fencing.may_read_scope(scope_name text) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce((SELECT pg_has_role(s.owner, 'USAGE') FROM fencing.scope_storage s
+                      WHERE s.scope_name = may_read_scope.scope_name), false)
+        OR fencing.acts_for_owner()
+        OR coalesce((SELECT bool_and(has_table_privilege(p.relid, 'SELECT') AND NOT row_security_active(p.relid))
+                       FROM fencing.protected p
+                      WHERE p.scope_name = may_read_scope.scope_name AND p.key_columns IS NOT NULL
+                        AND EXISTS (SELECT FROM pg_class c WHERE c.oid = p.relid)), false)
+$$;
+COMMENT ON FUNCTION fencing.may_read_scope(text) IS
+    'internal: may the current role read a scope''s keys and fences (its owner, the edition''s owner, readers of all its tables)';
+
+-- The fences of every scope the caller may read (fencing.may_read_scope(),
+-- the row security of the storage tables).
 CREATE FUNCTION fencing.scope_fences(OUT scope_name text, OUT key text, OUT fence fencing.fence)
     RETURNS SETOF record
     LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
@@ -634,9 +811,9 @@ BEGIN
     FOR s IN SELECT r.scope_name AS name, r.storage, r.table_scope
                FROM fencing.scope_storage r
                JOIN pg_class c ON c.oid = r.storage
+              WHERE fencing.may_read_scope(r.scope_name)
               ORDER BY r.scope_name
     LOOP
-        CONTINUE WHEN NOT has_table_privilege(s.storage, 'SELECT');
         IF s.table_scope THEN
             keys := '''[]''';
         ELSE
@@ -658,7 +835,7 @@ COMMENT ON FUNCTION fencing.scope_fences() IS
 CREATE VIEW fencing.scopes AS
     SELECT f.scope_name, f.key, f.fence FROM fencing.scope_fences() f;
 COMMENT ON VIEW fencing.scopes IS
-    'the highest accepted token of each key of each key or table scope, shown to the scope''s owner (and its members) and the edition''s owner; key shows the key values as text, for people';
+    'the highest accepted token of each key of each key or table scope, shown to roles that own the scope or may read every table protected into it; key shows the key values as text, for people';
 GRANT SELECT ON fencing.scopes TO PUBLIC;
 
 ------------------------------------------------------------------------------
@@ -697,8 +874,12 @@ DECLARE
     cur numeric := pg_current_xact_id()::text::numeric;
     full_xid numeric := cur - mod(cur, 4294967296) + x::text::numeric;
 BEGIN
-    IF full_xid > cur THEN
+    -- the xids of this transaction (subtransactions' above the top one's)
+    -- lie within 2^31 of the top-level xid
+    IF full_xid > cur + 2147483648 THEN
         full_xid := full_xid - 4294967296;
+    ELSIF full_xid < cur - 2147483648 THEN
+        full_xid := full_xid + 4294967296;
     END IF;
     -- the version is the newest one (locked by the write): its creator has
     -- committed, or it is this transaction (or one of its subtransactions)
@@ -779,9 +960,9 @@ COMMENT ON FUNCTION fencing.count(oid, text) IS
 
 -- fencing.bypass = on lets a superuser's writes through without a token,
 -- each logged and counted.  The edition cannot refuse the setting when it
--- is made (no library, no check hook), so the guard refuses the write of
--- any other role that set it (42501), and a value that is not a boolean
--- (22023).  Managed services have no superuser: there, fencing.unprotect()
+-- is made (no library, no check hook), so the guard judges the write of
+-- any other role that set it as if it were off, and refuses a value that is
+-- not a boolean (22023).  Managed services have no superuser: there, fencing.unprotect()
 -- by the table's owner is the way to write without tokens.
 CREATE FUNCTION fencing.bypassing(relid oid, what text) RETURNS boolean
     LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -800,10 +981,9 @@ BEGIN
                   DETAIL = format('fencing.bypass is "%s".', current_setting('fencing.bypass', true));
     END IF;
     IF NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user) THEN
-        RAISE EXCEPTION 'permission denied to bypass the fencing guard of table "%"', relname
-            USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = 'fencing.bypass lets writes through without a token: only a superuser''s session may use it.',
-                  HINT = 'RESET fencing.bypass, and write with a token; to write without tokens, the table''s owner removes the guard with fencing.unprotect().';
+        -- only a superuser's bypass counts: another role's write is judged
+        -- as if the setting were off (the C edition refuses the SET itself)
+        RETURN false;
     END IF;
     PERFORM fencing.count(relid, 'bypassed');
     RAISE LOG 'fencing bypass: % on table "%" let through without a fence check', what, relname;
@@ -811,7 +991,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION fencing.bypassing(oid, text) IS
-    'internal: true when fencing.bypass lets this write through (a superuser''s); 42501 for other roles';
+    'internal: true when fencing.bypass lets this write through (a superuser''s; other roles'' writes are judged as without it)';
 
 -- A write refused for want of a token (SF002): counted, then raised.
 CREATE FUNCTION fencing.refuse_missing(relid oid, what text) RETURNS void
@@ -1004,15 +1184,15 @@ BEGIN
         attempt := attempt + 1;
     END LOOP;
     IF table_scope THEN
-        cols := 'k boolean NOT NULL';
-        keys := 'k';
+        cols := 'key_1 boolean NOT NULL';
+        keys := 'key_1';
         args := 'true';
     ELSE
         FOR i IN 1 .. n LOOP
-            cols := cols || format('k%s %s%s, ', i, format_type(key_types[i], NULL),
+            cols := cols || format('key_%s %s%s, ', i, format_type(key_types[i], NULL),
                                    CASE WHEN key_collations[i] <> 0
                                         THEN ' COLLATE ' || key_collations[i]::regcollation::text ELSE '' END);
-            keys := keys || CASE WHEN i > 1 THEN ', ' ELSE '' END || 'k' || i;
+            keys := keys || CASE WHEN i > 1 THEN ', ' ELSE '' END || 'key_' || i;
             params := params || format('p%s %s, ', i, format_type(key_types[i], NULL));
             args := args || CASE WHEN i > 1 THEN ', ' ELSE '' END || '$' || i;
         END LOOP;
@@ -1030,8 +1210,12 @@ BEGIN
                   HINT = 'Use key columns of types with a default btree operator class, such as text, integer, uuid or date.';
     END;
     storage := format('fencing.%I', tname)::regclass;
+    -- readable by the roles fencing.may_read_scope() names, writable by
+    -- its owner (the edition's) alone
     EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', storage);
-    EXECUTE format('GRANT SELECT ON %s TO %I', storage, owner::text);
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', storage);
+    EXECUTE format('CREATE POLICY readers ON %s FOR SELECT USING (fencing.may_read_scope(%L))', storage, scope_name);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', storage);
     -- the writer: every name qualified, no SET clause (it runs for every
     -- write of the scope's tables, and a SET clause costs a GUC save and
     -- restore per call)
@@ -1403,29 +1587,43 @@ BEGIN
                               HINT = format('Have the extension''s owner give the scope to the table''s owner: UPDATE fencing.scope_storage SET owner = %L WHERE scope_name = %L.',
                                             rel.relowner::regrole::text, scope_name);
                 END IF;
+                IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = sc.owner::oid) THEN
+                    RAISE EXCEPTION 'permission denied for fencing scope "%"', scope_name
+                        USING ERRCODE = 'insufficient_privilege',
+                              DETAIL = format('The scope belongs to a role that no longer exists (OID %s); its fences were set by that role''s tables.', sc.owner::oid),
+                              HINT = format('Have the extension''s owner remove the scope with fencing.reset_scope(%L), or protect the table with another scope_name.', scope_name);
+                END IF;
                 RAISE EXCEPTION 'permission denied for fencing scope "%"', scope_name
                     USING ERRCODE = 'insufficient_privilege',
                           DETAIL = format('The scope belongs to role "%s"; its fences were set by that role''s tables.', sc.owner),
                           HINT = format('Protect the table with another scope_name, or have the extension''s owner remove the scope with fencing.reset_scope(%L) if its fences are no longer wanted.', scope_name);
             END IF;
             -- the storage's key columns: the table's key types and collations
-            SELECT string_agg(format('key column %s is of type %s%s in the scope and %s%s in the table',
-                                     a.attnum, format_type(a.atttypid, NULL),
-                                     CASE WHEN a.attcollation <> 0 THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END,
-                                     format_type(t.typ, NULL),
-                                     CASE WHEN t.coll <> 0 THEN ' COLLATE ' || t.coll::regcollation::text ELSE '' END), '; ')
-              INTO why
-              FROM unnest(key_types, key_collations) WITH ORDINALITY AS t(typ, coll, ord)
-              FULL JOIN (SELECT * FROM pg_attribute a WHERE a.attrelid = sc.storage AND a.attnum > 0
-                            AND NOT a.attisdropped AND a.attname NOT IN ('fence', 'xact')
-                            AND NOT (sc.table_scope AND a.attname = 'k')) a ON a.attnum = t.ord
-             WHERE a.attnum IS NULL OR t.ord IS NULL OR a.atttypid <> t.typ OR a.attcollation <> t.coll;
-            IF why IS NULL AND sc.table_scope <> (cardinality(key_columns) = 0) THEN
-                why := format('the scope is a %s scope', CASE WHEN sc.table_scope THEN 'table' ELSE 'key' END);
+            IF sc.table_scope <> (cardinality(key_columns) = 0) THEN
+                why := format('The scope is a %s scope, and the table is protected in %s scope.',
+                              CASE WHEN sc.table_scope THEN 'table' ELSE 'key' END,
+                              CASE WHEN cardinality(key_columns) = 0 THEN 'table' ELSE 'key' END);
+            ELSIF NOT sc.table_scope THEN
+                SELECT format('Key column %s of the scope is of type %s%s, and column "%s" of the table of type %s%s.',
+                              t.ord, format_type(a.atttypid, NULL),
+                              CASE WHEN a.attcollation <> 0 THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END,
+                              key_columns[t.ord], format_type(t.typ, NULL),
+                              CASE WHEN t.coll <> 0 THEN ' COLLATE ' || t.coll::regcollation::text ELSE '' END)
+                  INTO why
+                  FROM unnest(key_types, key_collations) WITH ORDINALITY AS t(typ, coll, ord)
+                  LEFT JOIN pg_attribute a ON a.attrelid = sc.storage AND a.attnum = t.ord AND NOT a.attisdropped
+                 WHERE a.attnum IS NULL OR a.atttypid <> t.typ OR a.attcollation <> t.coll
+                 ORDER BY t.ord LIMIT 1;
+                IF why IS NULL AND (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = sc.storage AND a.attnum > 0
+                                       AND NOT a.attisdropped AND a.attname LIKE 'key\_%') <> cardinality(key_columns) THEN
+                    why := format('The scope has %s key columns, and the table %s.',
+                                  (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = sc.storage AND a.attnum > 0
+                                      AND NOT a.attisdropped AND a.attname LIKE 'key\_%'), cardinality(key_columns));
+                END IF;
             END IF;
             IF why IS NOT NULL THEN
                 RAISE EXCEPTION 'the key columns of table "%" do not match fencing scope "%"', rel.relname, scope_name
-                    USING ERRCODE = 'datatype_mismatch', DETAIL = why || '.',
+                    USING ERRCODE = 'datatype_mismatch', DETAIL = why,
                           HINT = 'Tables share a scope only with key columns of the same types and collations; a table not yet protected in this scope may use another scope_name instead.';
             END IF;
             writer := sc.writer;
@@ -1459,7 +1657,15 @@ BEGIN
     -- the guard function: the table's own, written anew with its settings
     SELECT p.guard_function::oid::regproc::text INTO gname FROM fencing.protected p WHERE p.relid = tbl;
     IF gname IS NULL THEN
-        gname := 'guard_' || substr(md5(tbl::oid::text || clock_timestamp()::text || random()::text), 1, 16);
+        -- named after the table's name when first protected (_2, _3, ...
+        -- when a guard of another table has that name)
+        gname := 'guard_' || substr(md5((SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
+                                           JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl)), 1, 16);
+        WHILE EXISTS (SELECT FROM pg_proc f WHERE f.pronamespace = 'fencing'::regnamespace
+                         AND f.proname = gname) LOOP
+            gname := regexp_replace(gname, '_\d+$', '') || '_'
+                     || (coalesce(substring(gname FROM '^guard_[0-9a-f]{16}_(\d+)$')::int, 1) + 1);
+        END LOOP;
     ELSE
         gname := (SELECT p.proname FROM pg_proc p JOIN fencing.protected x ON x.guard_function::oid = p.oid
                    WHERE x.relid = tbl);
@@ -1470,11 +1676,15 @@ BEGIN
     guard := format('fencing.%I()', gname)::regprocedure;
     EXECUTE format('COMMENT ON FUNCTION %s IS %L', guard,
                    format('the fencing guard of table %s (written by fencing.protect())', tbl));
-    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', guard);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', guard, rel.relowner::regrole::text);
+    -- EXECUTE for every role: CREATE TRIGGER needs it, and a role that
+    -- attached it to a table of its own could do no more with it than
+    -- with the scope's writer, which advances fences only
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', guard);
     FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
                                    'rejected_already_used', 'rejected_lease_expired'] LOOP
-        EXECUTE format('CREATE SEQUENCE IF NOT EXISTS fencing.%I', gname || '_' || counter);
+        IF to_regclass(format('fencing.%I', gname || '_' || counter)) IS NULL THEN
+            EXECUTE format('CREATE SEQUENCE fencing.%I', gname || '_' || counter);
+        END IF;
     END LOOP;
 
     INSERT INTO fencing.protected AS p (relid, fence_column, key_columns, strict, scope_name, lease, guard_function)
@@ -1508,6 +1718,65 @@ $$;
 COMMENT ON FUNCTION fencing.tree_of(regclass) IS
     'internal: a table with its partitions and inheritance children, at any level';
 
+-- Seed a key or table scope from the fences in a table's rows (every
+-- member of its tree, or with only_new, the members that just joined it):
+-- no earlier token may write a key whose rows already carry a later one.
+-- As the table's owner, whose row security is switched off meanwhile
+-- (FORCE ROW LEVEL SECURITY is lifted and put back in this transaction,
+-- under the lock the caller holds), so that no policy hides a row.
+CREATE FUNCTION fencing.seed_scope(tbl regclass, only_new boolean) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p fencing.protected;
+    writer regprocedure;
+    keylist text;
+    m record;
+    owner_name text;
+    prev_role text := current_setting('role');
+    prev_rls text := current_setting('row_security');
+    forced regclass[];
+    f regclass;
+BEGIN
+    SELECT * INTO p FROM fencing.protected x WHERE x.relid = tbl;
+    SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = p.scope_name;
+    SELECT c.relowner::regrole::text INTO owner_name FROM pg_class c WHERE c.oid = tbl;
+    IF current_user::text <> owner_name THEN
+        PERFORM set_config('role', owner_name, true);
+    END IF;
+    SELECT array_agg(t.member) INTO forced FROM fencing.tree_of(tbl) t
+      JOIN pg_class c ON c.oid = t.member WHERE c.relforcerowsecurity;
+    FOREACH f IN ARRAY coalesce(forced, '{}') LOOP
+        EXECUTE format('ALTER TABLE %s NO FORCE ROW LEVEL SECURITY', f);
+    END LOOP;
+    PERFORM set_config('row_security', 'off', true);
+    FOR m IN SELECT t.member FROM fencing.tree_of(tbl) t
+              WHERE NOT only_new OR t.depth > 0 AND NOT EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = t.member::oid
+                                                                   AND g.tgname = 'zz_fencing_truncate')
+              ORDER BY t.depth LOOP
+        IF cardinality(p.key_columns) = 0 THEN
+            EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM ONLY %s x) m WHERE m.f IS NOT NULL',
+                           writer::oid::regproc, p.fence_column, m.member);
+        ELSE
+            keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
+                          FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o));
+            EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM ONLY %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
+                           writer::oid::regproc,
+                           (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o)),
+                           keylist, p.fence_column, m.member, p.fence_column, keylist);
+        END IF;
+    END LOOP;
+    PERFORM set_config('row_security', prev_rls, true);
+    FOREACH f IN ARRAY coalesce(forced, '{}') LOOP
+        EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', f);
+    END LOOP;
+    PERFORM set_config('role', prev_role, true);
+END
+$$;
+COMMENT ON FUNCTION fencing.seed_scope(regclass, boolean) IS
+    'internal: seed a key or table scope from the fences in a protected table''s rows, none hidden by row security';
+
 CREATE FUNCTION fencing.protect(tbl regclass,
                                 fence_column name DEFAULT 'fence',
                                 key_columns name[] DEFAULT NULL,
@@ -1531,7 +1800,6 @@ DECLARE
     m record;
     writer regprocedure;
     keylist text;
-    prev_rls text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -1556,6 +1824,13 @@ BEGIN
                   DETAIL = 'Only tables and partitioned tables can be protected by fencing.';
     END IF;
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    IF fencing.protected_root(tbl) IS DISTINCT FROM tbl AND fencing.protected_root(tbl) IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" is already protected through "%"', rel.relname,
+                        (SELECT c.relname FROM pg_class c WHERE c.oid = fencing.protected_root(tbl))
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('Change the settings on "%s" instead.',
+                                (SELECT c.relname FROM pg_class c WHERE c.oid = fencing.protected_root(tbl)));
+    END IF;
 
     -- the fence column
     SELECT a.attnum, a.atttypid, a.atthasdef, a.attgenerated INTO att
@@ -1670,23 +1945,8 @@ BEGIN
     PERFORM set_config('fencing.ddl_guard_pause', '', true);
 
     -- key and table scope: the fences already in the rows, every row
-    -- (row security would hide some: refuse rather than seed from part)
     IF key_columns IS NOT NULL THEN
-        SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = protect.scope_name;
-        prev_rls := current_setting('row_security');
-        PERFORM set_config('row_security', 'off', true);
-        IF cardinality(key_columns) = 0 THEN
-            EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM %s x) m WHERE m.f IS NOT NULL',
-                           writer::oid::regproc, fence_column, tbl);
-        ELSE
-            keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
-                          FROM unnest(key_columns) WITH ORDINALITY AS u(c, o));
-            EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
-                           writer::oid::regproc,
-                           (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(key_columns) WITH ORDINALITY AS u(c, o)),
-                           keylist, fence_column, tbl, fence_column, keylist);
-        END IF;
-        PERFORM set_config('row_security', prev_rls, true);
+        PERFORM fencing.seed_scope(tbl, false);
     END IF;
 END
 $$;
@@ -1730,6 +1990,31 @@ $$;
 COMMENT ON FUNCTION fencing.has_btree_equality(oid) IS
     'internal: does the type have a default btree operator class (the equality that tells keys apart)';
 
+-- Drop a guard function and its counters.
+CREATE FUNCTION fencing.drop_guard_function(guard regprocedure) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g text := (SELECT f.proname FROM pg_proc f WHERE f.oid = guard::oid);
+    s regclass;
+BEGIN
+    IF g IS NULL THEN
+        RETURN;
+    END IF;
+    FOR s IN SELECT c.oid::regclass FROM pg_class c
+              WHERE c.relnamespace = 'fencing'::regnamespace AND c.relkind = 'S'
+                AND c.relname IN (g || '_rejected_stale', g || '_rejected_missing', g || '_bypassed',
+                                  g || '_rejected_already_used', g || '_rejected_lease_expired') LOOP
+        EXECUTE format('DROP SEQUENCE %s', s);
+    END LOOP;
+    EXECUTE format('DROP FUNCTION %s', guard);
+END
+$$;
+COMMENT ON FUNCTION fencing.drop_guard_function(regprocedure) IS
+    'internal: drop a protected table''s guard function and its counters';
+REVOKE ALL ON FUNCTION fencing.drop_guard_function(regprocedure) FROM PUBLIC;
+
 -- The edition's side of unprotect(), as its owner.
 CREATE FUNCTION fencing.unprotect_apply(tbl regclass, proof oid) RETURNS void
     LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
@@ -1746,11 +2031,7 @@ BEGIN
     END IF;
     DELETE FROM fencing.protected p WHERE p.relid = tbl RETURNING p.guard_function INTO guard;
     IF guard IS NOT NULL THEN
-        FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
-                                       'rejected_already_used', 'rejected_lease_expired'] LOOP
-            EXECUTE format('DROP SEQUENCE IF EXISTS fencing.%I', guard::oid::regproc::text || '_' || counter);
-        END LOOP;
-        EXECUTE format('DROP FUNCTION IF EXISTS %s', guard);
+        PERFORM fencing.drop_guard_function(guard);
     END IF;
 END
 $$;
@@ -1793,10 +2074,13 @@ BEGIN
     END IF;
     PERFORM set_config('fencing.ddl_guard_pause', tbl::oid::text, true);
     FOR m IN SELECT * FROM fencing.tree_of(tbl) t ORDER BY t.depth DESC LOOP
-        IF m.depth = 0 OR NOT m.is_partition THEN
-            EXECUTE format('DROP TRIGGER IF EXISTS zz_fencing_guard ON %s', m.member);
+        IF (m.depth = 0 OR NOT m.is_partition)
+           AND EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = m.member::oid AND g.tgname = 'zz_fencing_guard') THEN
+            EXECUTE format('DROP TRIGGER zz_fencing_guard ON %s', m.member);
         END IF;
-        EXECUTE format('DROP TRIGGER IF EXISTS zz_fencing_truncate ON %s', m.member);
+        IF EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = m.member::oid AND g.tgname = 'zz_fencing_truncate') THEN
+            EXECUTE format('DROP TRIGGER zz_fencing_truncate ON %s', m.member);
+        END IF;
     END LOOP;
     proof := fencing.caller_proof();
     PERFORM fencing.unprotect_apply(tbl, proof);
@@ -1827,6 +2111,9 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fencing scope "%" does not exist', scope_name USING ERRCODE = 'undefined_object';
     END IF;
+    -- tables dropped while the DDL guard was not there to forget them
+    PERFORM fencing.forget_dropped(p.relid::oid) FROM fencing.protected p
+      WHERE p.scope_name = reset_scope.scope_name AND NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = p.relid::oid);
     SELECT string_agg(p.relid::text, ', ' ORDER BY p.relid::text) INTO users
       FROM fencing.protected p WHERE p.scope_name = reset_scope.scope_name AND p.key_columns IS NOT NULL;
     IF users IS NOT NULL THEN
@@ -1835,10 +2122,15 @@ BEGIN
                   DETAIL = format('Protected in this scope: %s.', users),
                   HINT = 'Call fencing.unprotect() on those tables first.';
     END IF;
-    EXECUTE format('SELECT count(*) FROM %s', sc.storage) INTO n;
+    n := 0;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = sc.storage::oid) THEN
+        EXECUTE format('SELECT count(*) FROM %s', sc.storage) INTO n;
+        EXECUTE format('DROP TABLE %s CASCADE', sc.storage);
+    END IF;
     DELETE FROM fencing.scope_storage s WHERE s.scope_name = reset_scope.scope_name;
-    EXECUTE format('DROP FUNCTION %s', sc.writer);
-    EXECUTE format('DROP TABLE %s CASCADE', sc.storage);
+    IF EXISTS (SELECT FROM pg_proc f WHERE f.oid = sc.writer::oid) THEN
+        EXECUTE format('DROP FUNCTION %s', sc.writer);
+    END IF;
     RETURN n;
 END
 $$;
@@ -1992,8 +2284,8 @@ BEGIN
             problem := format('the storage table %s of fencing scope %L has lost its unique index on the key columns', sc.storage, p.scope_name);
             RETURN NEXT;
         ELSIF EXISTS (SELECT FROM pg_trigger x WHERE x.tgrelid = sc.storage_oid)
-              OR EXISTS (SELECT FROM pg_class c WHERE c.oid = sc.storage_oid AND c.relrowsecurity) THEN
-            problem := format('the storage table %s of fencing scope %L has triggers or row security', sc.storage, p.scope_name);
+              OR EXISTS (SELECT FROM pg_class c WHERE c.oid = sc.storage_oid AND c.relforcerowsecurity) THEN
+            problem := format('the storage table %s of fencing scope %L has triggers or forced row security', sc.storage, p.scope_name);
             RETURN NEXT;
         END IF;
     END IF;
@@ -2271,7 +2563,7 @@ COMMENT ON FUNCTION fencing.epoch_internal(boolean, boolean) IS
     'internal: compute (and with persist, record; with bump, bump) the epoch of fencing.current_epoch()';
 
 CREATE FUNCTION fencing.current_epoch() RETURNS bigint
-    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$ SELECT fencing.epoch_internal(false, false) $$;
 COMMENT ON FUNCTION fencing.current_epoch() IS
@@ -2285,7 +2577,14 @@ COMMENT ON FUNCTION fencing.bump_epoch() IS
     'raise the epoch (after restoring a snapshot, and after a failover where the timeline cannot be read) and return it';
 REVOKE ALL ON FUNCTION fencing.bump_epoch() FROM PUBLIC;
 REVOKE ALL ON FUNCTION fencing.epoch_internal(boolean, boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION fencing.epoch_internal(boolean, boolean) TO PUBLIC;
+
+-- The epoch of a grant, recorded (lease_acquire, as its caller).
+CREATE FUNCTION fencing.grant_epoch() RETURNS bigint
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT fencing.epoch_internal(true, false) $$;
+COMMENT ON FUNCTION fencing.grant_epoch() IS
+    'internal: the current epoch, recorded in fencing.epoch_state (a grant''s epoch)';
 
 -- The leases.  A lease name belongs to the role that first acquired it;
 -- row security shows and lets write a lease's row to that role, its
@@ -2344,7 +2643,9 @@ BEGIN
     IF o IS NOT NULL THEN
         RAISE EXCEPTION 'permission denied for lease "%"', name
             USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = format('Lease "%s" belongs to role "%s".', name, o),
+                  DETAIL = CASE WHEN EXISTS (SELECT FROM pg_roles r WHERE r.oid = o::oid)
+                                THEN format('Lease "%s" belongs to role "%s".', name, o)
+                                ELSE format('Lease "%s" belongs to a role that was dropped (OID %s).', name, o::oid) END,
                   HINT = 'Only the lease''s owner role and its members may acquire, renew, release or check it; the extension''s owner can hand it to another role by setting its owner in fencing.leases.';
     END IF;
 END
@@ -2406,7 +2707,7 @@ BEGIN
         RAISE EXCEPTION 'lease holder must not be empty' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_expires := fencing.lease_args(lease_acquire.name, lease_acquire.ttl, true, v_now);
-    v_epoch := fencing.epoch_internal(true, false);
+    v_epoch := fencing.grant_epoch();
     LOOP
         attempt := attempt + 1;
         IF attempt > 10 THEN
@@ -2613,18 +2914,22 @@ GRANT SELECT ON fencing.lease_status TO PUBLIC;
 -- the lease's current token, and the lease live.  lease_held() answers
 -- as the edition's owner without showing the token; lease_guard() raises
 -- the C edition's SF001, showing the lease's token to those who may see it.
-CREATE FUNCTION fencing.lease_held(name text, token fencing.fence,
-                                   OUT state text, OUT expires_at timestamptz)
+CREATE FUNCTION fencing.lease_held(name text, token fencing.fence, relid oid,
+                                   OUT state text, OUT expires_at text, OUT owner text)
     RETURNS record
     LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    SET datestyle = 'ISO, MDY'
 AS $$
 DECLARE
     r fencing.leases;
 BEGIN
     SELECT * INTO r FROM fencing.leases l WHERE l.name = lease_held.name;
-    expires_at := r.expires_at;
-    IF NOT FOUND OR r.token IS NULL OR r.expires_at IS NULL THEN
+    expires_at := r.expires_at::text;
+    owner := r.owner::text;
+    IF FOUND AND NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = relid), r.owner, 'USAGE') THEN
+        state := 'foreign';
+    ELSIF NOT FOUND OR r.token IS NULL OR r.expires_at IS NULL THEN
         state := 'never';
     ELSIF r.token < token THEN
         state := 'newer';
@@ -2635,8 +2940,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing.lease_held(text, fencing.fence) IS
-    'internal: whether token holds the lease (held), or why not';
+COMMENT ON FUNCTION fencing.lease_held(text, fencing.fence, oid) IS
+    'internal: whether token holds the lease of table relid (held), or why not (times in ISO style)';
 
 CREATE FUNCTION fencing.lease_guard(lease text, token fencing.fence, relid oid) RETURNS void
     LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -2649,9 +2954,19 @@ DECLARE
     relname text;
     nspname text;
 BEGIN
-    SELECT * INTO h FROM fencing.lease_held(lease, token);
+    SELECT * INTO h FROM fencing.lease_held(lease, token, relid);
     IF h.state = 'held' THEN
         RETURN;
+    END IF;
+    IF h.state = 'foreign' THEN
+        SELECT c.relname, n.nspname INTO relname, nspname
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = relid;
+        RAISE EXCEPTION 'permission denied for lease "%" of table "%"', lease, relname
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('The lease belongs to role "%s", which the owner of the table, role "%s", is not a member of.',
+                                  h.owner, (SELECT c.relowner::regrole FROM pg_class c WHERE c.oid = relid)),
+                  HINT = 'Protect the table with a lease of its owner''s, or grant the lease''s owner role to the table''s owner.',
+                  TABLE = relname, SCHEMA = nspname;
     END IF;
     PERFORM nextval('fencing.lease_stat_rejected');
     PERFORM fencing.count(relid, CASE WHEN h.state IN ('moved_live', 'moved_expired') THEN 'rejected_stale'
@@ -2910,6 +3225,9 @@ DECLARE
     attempt integer := 0;
     saved_timeout text;
 BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.idem_begin() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     PERFORM fencing.idem_check_key(idem_begin.key);
     IF idem_begin.request IS NULL THEN
         RAISE EXCEPTION 'request must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -3120,6 +3438,9 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.idem_checkpoint() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     PERFORM fencing.idem_check_key(idem_checkpoint.key);
     IF idem_checkpoint.token IS NULL THEN
         RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -3156,6 +3477,9 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.idem_complete() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     PERFORM fencing.idem_check_key(idem_complete.key);
     IF idem_complete.token IS NULL THEN
         RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -3183,6 +3507,9 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.idem_abandon() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     PERFORM fencing.idem_check_key(idem_abandon.key);
     IF idem_abandon.token IS NULL THEN
         RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -3309,11 +3636,7 @@ BEGIN
     END IF;
     DELETE FROM fencing.protected p WHERE p.relid::oid = forget_dropped.relid RETURNING p.guard_function INTO guard;
     IF guard IS NOT NULL THEN
-        FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
-                                       'rejected_already_used', 'rejected_lease_expired'] LOOP
-            EXECUTE format('DROP SEQUENCE IF EXISTS fencing.%I', guard::oid::regproc::text || '_' || counter);
-        END LOOP;
-        EXECUTE format('DROP FUNCTION IF EXISTS %s', guard);
+        PERFORM fencing.drop_guard_function(guard);
     END IF;
 END
 $$;
@@ -3370,10 +3693,12 @@ AS $$
 DECLARE
     p fencing.protected;
     m record;
-    writer regprocedure;
-    keylist text;
 BEGIN
     SELECT * INTO p FROM fencing.protected x WHERE x.relid = root;
+    -- a filled table joins: no earlier token may write its keys
+    IF p.key_columns IS NOT NULL THEN
+        PERFORM fencing.seed_scope(root, true);
+    END IF;
     FOR m IN SELECT * FROM fencing.tree_of(root) t
               WHERE t.depth > 0
                 AND NOT EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = t.member::oid
@@ -3387,21 +3712,6 @@ BEGIN
         EXECUTE format('CREATE TRIGGER zz_fencing_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()',
                        m.member);
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_truncate', m.member);
-        -- a filled table joins: no earlier token may write its keys
-        IF p.key_columns IS NOT NULL THEN
-            SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = p.scope_name;
-            IF cardinality(p.key_columns) = 0 THEN
-                EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM ONLY %s x) m WHERE m.f IS NOT NULL',
-                               writer::oid::regproc, p.fence_column, m.member);
-            ELSE
-                keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
-                              FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o));
-                EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM ONLY %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
-                               writer::oid::regproc,
-                               (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o)),
-                               keylist, p.fence_column, m.member, p.fence_column, keylist);
-            END IF;
-        END IF;
     END LOOP;
 END
 $$;
@@ -3493,7 +3803,7 @@ BEGIN
             'the DDL guard: refuses dropping a protected table''s guard triggers, fence and key columns; forgets dropped protected tables';
         INSERT INTO fencing.edition_state (ddl_guard) VALUES (true);
     EXCEPTION WHEN insufficient_privilege THEN
-        RAISE NOTICE 'the DDL guard is not installed: role % may not create event triggers', current_user
+        RAISE WARNING 'the DDL guard is not installed: role % may not create event triggers', current_user
             USING DETAIL = 'DDL that breaks a protected table''s guard (dropping or disabling its triggers, changing its fence or key columns) is not refused; fencing.protected_tables shows what it broke.',
                   HINT = 'Install the edition as a role that may create event triggers (a superuser; on RDS and Aurora, a member of rds_superuser) to have the DDL guard.';
         INSERT INTO fencing.edition_state (ddl_guard) VALUES (false);

@@ -62,9 +62,27 @@ $$;
 COMMENT ON FUNCTION fencing.scope_key(text[]) IS
     'the key under which fencing.scopes shows the fence of these key values';
 
--- The fences of every scope the caller may read: those of scopes it owns
--- (or whose owner it is a member of); the edition's owner reads all.
--- Each storage table is readable by its scope's owner only.
+-- May the current role read the keys and fences of a scope?  Its owner
+-- (and members), the edition's owner, and roles that may read every table
+-- protected into it past their row security.  The row security policy of
+-- every storage table (SELECT only: only the edition's owner writes it).
+CREATE FUNCTION fencing.may_read_scope(scope_name text) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce((SELECT pg_has_role(s.owner, 'USAGE') FROM fencing.scope_storage s
+                      WHERE s.scope_name = may_read_scope.scope_name), false)
+        OR fencing.acts_for_owner()
+        OR coalesce((SELECT bool_and(has_table_privilege(p.relid, 'SELECT') AND NOT row_security_active(p.relid))
+                       FROM fencing.protected p
+                      WHERE p.scope_name = may_read_scope.scope_name AND p.key_columns IS NOT NULL
+                        AND EXISTS (SELECT FROM pg_class c WHERE c.oid = p.relid)), false)
+$$;
+COMMENT ON FUNCTION fencing.may_read_scope(text) IS
+    'internal: may the current role read a scope''s keys and fences (its owner, the edition''s owner, readers of all its tables)';
+
+-- The fences of every scope the caller may read (fencing.may_read_scope(),
+-- the row security of the storage tables).
 CREATE FUNCTION fencing.scope_fences(OUT scope_name text, OUT key text, OUT fence fencing.fence)
     RETURNS SETOF record
     LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
@@ -77,9 +95,9 @@ BEGIN
     FOR s IN SELECT r.scope_name AS name, r.storage, r.table_scope
                FROM fencing.scope_storage r
                JOIN pg_class c ON c.oid = r.storage
+              WHERE fencing.may_read_scope(r.scope_name)
               ORDER BY r.scope_name
     LOOP
-        CONTINUE WHEN NOT has_table_privilege(s.storage, 'SELECT');
         IF s.table_scope THEN
             keys := '''[]''';
         ELSE
@@ -101,5 +119,5 @@ COMMENT ON FUNCTION fencing.scope_fences() IS
 CREATE VIEW fencing.scopes AS
     SELECT f.scope_name, f.key, f.fence FROM fencing.scope_fences() f;
 COMMENT ON VIEW fencing.scopes IS
-    'the highest accepted token of each key of each key or table scope, shown to the scope''s owner (and its members) and the edition''s owner; key shows the key values as text, for people';
+    'the highest accepted token of each key of each key or table scope, shown to roles that own the scope or may read every table protected into it; key shows the key values as text, for people';
 GRANT SELECT ON fencing.scopes TO PUBLIC;

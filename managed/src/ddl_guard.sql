@@ -35,11 +35,7 @@ BEGIN
     END IF;
     DELETE FROM fencing.protected p WHERE p.relid::oid = forget_dropped.relid RETURNING p.guard_function INTO guard;
     IF guard IS NOT NULL THEN
-        FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
-                                       'rejected_already_used', 'rejected_lease_expired'] LOOP
-            EXECUTE format('DROP SEQUENCE IF EXISTS fencing.%I', guard::oid::regproc::text || '_' || counter);
-        END LOOP;
-        EXECUTE format('DROP FUNCTION IF EXISTS %s', guard);
+        PERFORM fencing.drop_guard_function(guard);
     END IF;
 END
 $$;
@@ -96,10 +92,12 @@ AS $$
 DECLARE
     p fencing.protected;
     m record;
-    writer regprocedure;
-    keylist text;
 BEGIN
     SELECT * INTO p FROM fencing.protected x WHERE x.relid = root;
+    -- a filled table joins: no earlier token may write its keys
+    IF p.key_columns IS NOT NULL THEN
+        PERFORM fencing.seed_scope(root, true);
+    END IF;
     FOR m IN SELECT * FROM fencing.tree_of(root) t
               WHERE t.depth > 0
                 AND NOT EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = t.member::oid
@@ -113,21 +111,6 @@ BEGIN
         EXECUTE format('CREATE TRIGGER zz_fencing_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION fencing.guard_truncate()',
                        m.member);
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_truncate', m.member);
-        -- a filled table joins: no earlier token may write its keys
-        IF p.key_columns IS NOT NULL THEN
-            SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = p.scope_name;
-            IF cardinality(p.key_columns) = 0 THEN
-                EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM ONLY %s x) m WHERE m.f IS NOT NULL',
-                               writer::oid::regproc, p.fence_column, m.member);
-            ELSE
-                keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
-                              FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o));
-                EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM ONLY %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
-                               writer::oid::regproc,
-                               (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o)),
-                               keylist, p.fence_column, m.member, p.fence_column, keylist);
-            END IF;
-        END IF;
     END LOOP;
 END
 $$;
@@ -219,7 +202,7 @@ BEGIN
             'the DDL guard: refuses dropping a protected table''s guard triggers, fence and key columns; forgets dropped protected tables';
         INSERT INTO fencing.edition_state (ddl_guard) VALUES (true);
     EXCEPTION WHEN insufficient_privilege THEN
-        RAISE NOTICE 'the DDL guard is not installed: role % may not create event triggers', current_user
+        RAISE WARNING 'the DDL guard is not installed: role % may not create event triggers', current_user
             USING DETAIL = 'DDL that breaks a protected table''s guard (dropping or disabling its triggers, changing its fence or key columns) is not refused; fencing.protected_tables shows what it broke.',
                   HINT = 'Install the edition as a role that may create event triggers (a superuser; on RDS and Aurora, a member of rds_superuser) to have the DDL guard.';
         INSERT INTO fencing.edition_state (ddl_guard) VALUES (false);

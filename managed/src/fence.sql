@@ -19,7 +19,8 @@ COMMENT ON TYPE fencing.fence_pair IS
 CREATE DOMAIN fencing.fence AS fencing.fence_pair
     CONSTRAINT fence_parts CHECK (
         (VALUE) IS NOT DISTINCT FROM NULL
-        OR ((VALUE).epoch OPERATOR(pg_catalog.>=) 0 AND (VALUE).counter OPERATOR(pg_catalog.>=) 0));
+        OR ((VALUE).epoch IS NOT NULL AND (VALUE).counter IS NOT NULL
+            AND (VALUE).epoch OPERATOR(pg_catalog.>=) 0 AND (VALUE).counter OPERATOR(pg_catalog.>=) 0));
 COMMENT ON DOMAIN fencing.fence IS
     'fencing token (epoch, counter), ordered by epoch, then counter; text form (E,C), fencing.fence_text() gives E:C';
 
@@ -180,6 +181,164 @@ CREATE CAST (text AS fencing.fence_pair)
     WITH FUNCTION fencing.fence_pair_from_text(text);
 CREATE CAST (fencing.fence_pair AS text)
     WITH FUNCTION fencing.fence_pair_text(fencing.fence_pair) AS ASSIGNMENT;
+
+-- Comparisons with text.  PostgreSQL compares fences with its own record
+-- operators (so btree indexes, ORDER BY and hash joins work with no
+-- operator class of ours).  These compare a fence with a token held as
+-- text (E:C, C or (E,C)), inlined into the record comparison with a
+-- constant.  (A quoted literal beside a fence is read as a fence, (E,C),
+-- by the operators below; with schema fencing off the search path, write
+-- a typed fence: fence < fencing.fence(3, 42).)
+CREATE FUNCTION fencing.fence_eq_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.=) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_eq_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.=) b $$;
+COMMENT ON FUNCTION fencing.fence_eq_text(fencing.fence_pair, text) IS 'internal: fence = a token written as text';
+COMMENT ON FUNCTION fencing.text_eq_fence(text, fencing.fence_pair) IS 'internal: a token written as text = fence';
+CREATE FUNCTION fencing.fence_ne_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<>) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_ne_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.<>) b $$;
+COMMENT ON FUNCTION fencing.fence_ne_text(fencing.fence_pair, text) IS 'internal: fence <> a token written as text';
+COMMENT ON FUNCTION fencing.text_ne_fence(text, fencing.fence_pair) IS 'internal: a token written as text <> fence';
+CREATE FUNCTION fencing.fence_lt_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_lt_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.<) b $$;
+COMMENT ON FUNCTION fencing.fence_lt_text(fencing.fence_pair, text) IS 'internal: fence < a token written as text';
+COMMENT ON FUNCTION fencing.text_lt_fence(text, fencing.fence_pair) IS 'internal: a token written as text < fence';
+CREATE FUNCTION fencing.fence_le_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<=) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_le_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.<=) b $$;
+COMMENT ON FUNCTION fencing.fence_le_text(fencing.fence_pair, text) IS 'internal: fence <= a token written as text';
+COMMENT ON FUNCTION fencing.text_le_fence(text, fencing.fence_pair) IS 'internal: a token written as text <= fence';
+CREATE FUNCTION fencing.fence_gt_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.>) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_gt_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.>) b $$;
+COMMENT ON FUNCTION fencing.fence_gt_text(fencing.fence_pair, text) IS 'internal: fence > a token written as text';
+COMMENT ON FUNCTION fencing.text_gt_fence(text, fencing.fence_pair) IS 'internal: a token written as text > fence';
+CREATE FUNCTION fencing.fence_ge_text(a fencing.fence_pair, b text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.>=) fencing.fence_from_text(b)::fencing.fence_pair $$;
+CREATE FUNCTION fencing.text_ge_fence(a text, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT fencing.fence_from_text(a)::fencing.fence_pair OPERATOR(pg_catalog.>=) b $$;
+COMMENT ON FUNCTION fencing.fence_ge_text(fencing.fence_pair, text) IS 'internal: fence >= a token written as text';
+COMMENT ON FUNCTION fencing.text_ge_fence(text, fencing.fence_pair) IS 'internal: a token written as text >= fence';
+CREATE OPERATOR fencing.= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_eq_text,
+    COMMUTATOR = OPERATOR(fencing.=), NEGATOR = OPERATOR(fencing.<>),
+    RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel);
+CREATE OPERATOR fencing.<> (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_ne_text,
+    COMMUTATOR = OPERATOR(fencing.<>), NEGATOR = OPERATOR(fencing.=),
+    RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR fencing.< (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_lt_text,
+    COMMUTATOR = OPERATOR(fencing.>), NEGATOR = OPERATOR(fencing.>=),
+    RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR fencing.<= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_le_text,
+    COMMUTATOR = OPERATOR(fencing.>=), NEGATOR = OPERATOR(fencing.>),
+    RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR fencing.> (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_gt_text,
+    COMMUTATOR = OPERATOR(fencing.<), NEGATOR = OPERATOR(fencing.<=),
+    RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR fencing.>= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = text, FUNCTION = fencing.fence_ge_text,
+    COMMUTATOR = OPERATOR(fencing.<=), NEGATOR = OPERATOR(fencing.<),
+    RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
+CREATE OPERATOR fencing.= (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_eq_fence,
+    COMMUTATOR = OPERATOR(fencing.=), NEGATOR = OPERATOR(fencing.<>),
+    RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel);
+CREATE OPERATOR fencing.<> (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_ne_fence,
+    COMMUTATOR = OPERATOR(fencing.<>), NEGATOR = OPERATOR(fencing.=),
+    RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR fencing.< (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_lt_fence,
+    COMMUTATOR = OPERATOR(fencing.>), NEGATOR = OPERATOR(fencing.>=),
+    RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR fencing.<= (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_le_fence,
+    COMMUTATOR = OPERATOR(fencing.>=), NEGATOR = OPERATOR(fencing.>),
+    RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR fencing.> (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_gt_fence,
+    COMMUTATOR = OPERATOR(fencing.<), NEGATOR = OPERATOR(fencing.<=),
+    RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR fencing.>= (
+    LEFTARG = text, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.text_ge_fence,
+    COMMUTATOR = OPERATOR(fencing.<=), NEGATOR = OPERATOR(fencing.<),
+    RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
+
+-- The six comparisons between fences, in schema fencing too, for code
+-- written for the C edition (OPERATOR(fencing.<)).  Each is PostgreSQL's
+-- record comparison, inlined where it is used, so an index on a fence
+-- serves it as it serves the record operator.  A quoted literal beside a
+-- fence is then read as a fence: (E,C).
+CREATE FUNCTION fencing.fence_eq(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.=) b $$;
+COMMENT ON FUNCTION fencing.fence_eq(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence = fence';
+CREATE FUNCTION fencing.fence_ne(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<>) b $$;
+COMMENT ON FUNCTION fencing.fence_ne(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence <> fence';
+CREATE FUNCTION fencing.fence_lt(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<) b $$;
+COMMENT ON FUNCTION fencing.fence_lt(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence < fence';
+CREATE FUNCTION fencing.fence_le(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.<=) b $$;
+COMMENT ON FUNCTION fencing.fence_le(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence <= fence';
+CREATE FUNCTION fencing.fence_gt(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.>) b $$;
+COMMENT ON FUNCTION fencing.fence_gt(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence > fence';
+CREATE FUNCTION fencing.fence_ge(a fencing.fence_pair, b fencing.fence_pair) RETURNS boolean
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT a OPERATOR(pg_catalog.>=) b $$;
+COMMENT ON FUNCTION fencing.fence_ge(fencing.fence_pair, fencing.fence_pair) IS 'internal: fence >= fence';
+CREATE OPERATOR fencing.= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_eq,
+    COMMUTATOR = OPERATOR(fencing.=), NEGATOR = OPERATOR(fencing.<>),
+    RESTRICT = pg_catalog.eqsel, JOIN = pg_catalog.eqjoinsel);
+CREATE OPERATOR fencing.<> (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_ne,
+    COMMUTATOR = OPERATOR(fencing.<>), NEGATOR = OPERATOR(fencing.=),
+    RESTRICT = pg_catalog.neqsel, JOIN = pg_catalog.neqjoinsel);
+CREATE OPERATOR fencing.< (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_lt,
+    COMMUTATOR = OPERATOR(fencing.>), NEGATOR = OPERATOR(fencing.>=),
+    RESTRICT = pg_catalog.scalarltsel, JOIN = pg_catalog.scalarltjoinsel);
+CREATE OPERATOR fencing.<= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_le,
+    COMMUTATOR = OPERATOR(fencing.>=), NEGATOR = OPERATOR(fencing.>),
+    RESTRICT = pg_catalog.scalarlesel, JOIN = pg_catalog.scalarlejoinsel);
+CREATE OPERATOR fencing.> (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_gt,
+    COMMUTATOR = OPERATOR(fencing.<), NEGATOR = OPERATOR(fencing.<=),
+    RESTRICT = pg_catalog.scalargtsel, JOIN = pg_catalog.scalargtjoinsel);
+CREATE OPERATOR fencing.>= (
+    LEFTARG = fencing.fence_pair, RIGHTARG = fencing.fence_pair, FUNCTION = fencing.fence_ge,
+    COMMUTATOR = OPERATOR(fencing.<=), NEGATOR = OPERATOR(fencing.<),
+    RESTRICT = pg_catalog.scalargesel, JOIN = pg_catalog.scalargejoinsel);
 
 CREATE FUNCTION fencing.next(f fencing.fence) RETURNS fencing.fence
     LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE

@@ -137,8 +137,8 @@ BEGIN
             problem := format('the storage table %s of fencing scope %L has lost its unique index on the key columns', sc.storage, p.scope_name);
             RETURN NEXT;
         ELSIF EXISTS (SELECT FROM pg_trigger x WHERE x.tgrelid = sc.storage_oid)
-              OR EXISTS (SELECT FROM pg_class c WHERE c.oid = sc.storage_oid AND c.relrowsecurity) THEN
-            problem := format('the storage table %s of fencing scope %L has triggers or row security', sc.storage, p.scope_name);
+              OR EXISTS (SELECT FROM pg_class c WHERE c.oid = sc.storage_oid AND c.relforcerowsecurity) THEN
+            problem := format('the storage table %s of fencing scope %L has triggers or forced row security', sc.storage, p.scope_name);
             RETURN NEXT;
         END IF;
     END IF;

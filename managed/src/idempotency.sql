@@ -179,6 +179,9 @@ DECLARE
     attempt integer := 0;
     saved_timeout text;
 BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.idem_begin() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     PERFORM fencing.idem_check_key(idem_begin.key);
     IF idem_begin.request IS NULL THEN
         RAISE EXCEPTION 'request must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -389,6 +392,9 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.idem_checkpoint() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     PERFORM fencing.idem_check_key(idem_checkpoint.key);
     IF idem_checkpoint.token IS NULL THEN
         RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -425,6 +431,9 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.idem_complete() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     PERFORM fencing.idem_check_key(idem_complete.key);
     IF idem_complete.token IS NULL THEN
         RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -452,6 +461,9 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.idem_abandon() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     PERFORM fencing.idem_check_key(idem_abandon.key);
     IF idem_abandon.token IS NULL THEN
         RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';

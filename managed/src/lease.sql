@@ -123,7 +123,7 @@ COMMENT ON FUNCTION fencing.epoch_internal(boolean, boolean) IS
     'internal: compute (and with persist, record; with bump, bump) the epoch of fencing.current_epoch()';
 
 CREATE FUNCTION fencing.current_epoch() RETURNS bigint
-    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$ SELECT fencing.epoch_internal(false, false) $$;
 COMMENT ON FUNCTION fencing.current_epoch() IS
@@ -137,7 +137,14 @@ COMMENT ON FUNCTION fencing.bump_epoch() IS
     'raise the epoch (after restoring a snapshot, and after a failover where the timeline cannot be read) and return it';
 REVOKE ALL ON FUNCTION fencing.bump_epoch() FROM PUBLIC;
 REVOKE ALL ON FUNCTION fencing.epoch_internal(boolean, boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION fencing.epoch_internal(boolean, boolean) TO PUBLIC;
+
+-- The epoch of a grant, recorded (lease_acquire, as its caller).
+CREATE FUNCTION fencing.grant_epoch() RETURNS bigint
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT fencing.epoch_internal(true, false) $$;
+COMMENT ON FUNCTION fencing.grant_epoch() IS
+    'internal: the current epoch, recorded in fencing.epoch_state (a grant''s epoch)';
 
 -- The leases.  A lease name belongs to the role that first acquired it;
 -- row security shows and lets write a lease's row to that role, its
@@ -196,7 +203,9 @@ BEGIN
     IF o IS NOT NULL THEN
         RAISE EXCEPTION 'permission denied for lease "%"', name
             USING ERRCODE = 'insufficient_privilege',
-                  DETAIL = format('Lease "%s" belongs to role "%s".', name, o),
+                  DETAIL = CASE WHEN EXISTS (SELECT FROM pg_roles r WHERE r.oid = o::oid)
+                                THEN format('Lease "%s" belongs to role "%s".', name, o)
+                                ELSE format('Lease "%s" belongs to a role that was dropped (OID %s).', name, o::oid) END,
                   HINT = 'Only the lease''s owner role and its members may acquire, renew, release or check it; the extension''s owner can hand it to another role by setting its owner in fencing.leases.';
     END IF;
 END
@@ -258,7 +267,7 @@ BEGIN
         RAISE EXCEPTION 'lease holder must not be empty' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_expires := fencing.lease_args(lease_acquire.name, lease_acquire.ttl, true, v_now);
-    v_epoch := fencing.epoch_internal(true, false);
+    v_epoch := fencing.grant_epoch();
     LOOP
         attempt := attempt + 1;
         IF attempt > 10 THEN
@@ -465,18 +474,22 @@ GRANT SELECT ON fencing.lease_status TO PUBLIC;
 -- the lease's current token, and the lease live.  lease_held() answers
 -- as the edition's owner without showing the token; lease_guard() raises
 -- the C edition's SF001, showing the lease's token to those who may see it.
-CREATE FUNCTION fencing.lease_held(name text, token fencing.fence,
-                                   OUT state text, OUT expires_at timestamptz)
+CREATE FUNCTION fencing.lease_held(name text, token fencing.fence, relid oid,
+                                   OUT state text, OUT expires_at text, OUT owner text)
     RETURNS record
     LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
+    SET datestyle = 'ISO, MDY'
 AS $$
 DECLARE
     r fencing.leases;
 BEGIN
     SELECT * INTO r FROM fencing.leases l WHERE l.name = lease_held.name;
-    expires_at := r.expires_at;
-    IF NOT FOUND OR r.token IS NULL OR r.expires_at IS NULL THEN
+    expires_at := r.expires_at::text;
+    owner := r.owner::text;
+    IF FOUND AND NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = relid), r.owner, 'USAGE') THEN
+        state := 'foreign';
+    ELSIF NOT FOUND OR r.token IS NULL OR r.expires_at IS NULL THEN
         state := 'never';
     ELSIF r.token < token THEN
         state := 'newer';
@@ -487,8 +500,8 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION fencing.lease_held(text, fencing.fence) IS
-    'internal: whether token holds the lease (held), or why not';
+COMMENT ON FUNCTION fencing.lease_held(text, fencing.fence, oid) IS
+    'internal: whether token holds the lease of table relid (held), or why not (times in ISO style)';
 
 CREATE FUNCTION fencing.lease_guard(lease text, token fencing.fence, relid oid) RETURNS void
     LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -501,9 +514,19 @@ DECLARE
     relname text;
     nspname text;
 BEGIN
-    SELECT * INTO h FROM fencing.lease_held(lease, token);
+    SELECT * INTO h FROM fencing.lease_held(lease, token, relid);
     IF h.state = 'held' THEN
         RETURN;
+    END IF;
+    IF h.state = 'foreign' THEN
+        SELECT c.relname, n.nspname INTO relname, nspname
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = relid;
+        RAISE EXCEPTION 'permission denied for lease "%" of table "%"', lease, relname
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = format('The lease belongs to role "%s", which the owner of the table, role "%s", is not a member of.',
+                                  h.owner, (SELECT c.relowner::regrole FROM pg_class c WHERE c.oid = relid)),
+                  HINT = 'Protect the table with a lease of its owner''s, or grant the lease''s owner role to the table''s owner.',
+                  TABLE = relname, SCHEMA = nspname;
     END IF;
     PERFORM nextval('fencing.lease_stat_rejected');
     PERFORM fencing.count(relid, CASE WHEN h.state IN ('moved_live', 'moved_expired') THEN 'rejected_stale'

@@ -113,15 +113,15 @@ BEGIN
         attempt := attempt + 1;
     END LOOP;
     IF table_scope THEN
-        cols := 'k boolean NOT NULL';
-        keys := 'k';
+        cols := 'key_1 boolean NOT NULL';
+        keys := 'key_1';
         args := 'true';
     ELSE
         FOR i IN 1 .. n LOOP
-            cols := cols || format('k%s %s%s, ', i, format_type(key_types[i], NULL),
+            cols := cols || format('key_%s %s%s, ', i, format_type(key_types[i], NULL),
                                    CASE WHEN key_collations[i] <> 0
                                         THEN ' COLLATE ' || key_collations[i]::regcollation::text ELSE '' END);
-            keys := keys || CASE WHEN i > 1 THEN ', ' ELSE '' END || 'k' || i;
+            keys := keys || CASE WHEN i > 1 THEN ', ' ELSE '' END || 'key_' || i;
             params := params || format('p%s %s, ', i, format_type(key_types[i], NULL));
             args := args || CASE WHEN i > 1 THEN ', ' ELSE '' END || '$' || i;
         END LOOP;
@@ -139,8 +139,12 @@ BEGIN
                   HINT = 'Use key columns of types with a default btree operator class, such as text, integer, uuid or date.';
     END;
     storage := format('fencing.%I', tname)::regclass;
+    -- readable by the roles fencing.may_read_scope() names, writable by
+    -- its owner (the edition's) alone
     EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', storage);
-    EXECUTE format('GRANT SELECT ON %s TO %I', storage, owner::text);
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', storage);
+    EXECUTE format('CREATE POLICY readers ON %s FOR SELECT USING (fencing.may_read_scope(%L))', storage, scope_name);
+    EXECUTE format('GRANT SELECT ON %s TO PUBLIC', storage);
     -- the writer: every name qualified, no SET clause (it runs for every
     -- write of the scope's tables, and a SET clause costs a GUC save and
     -- restore per call)
@@ -512,29 +516,43 @@ BEGIN
                               HINT = format('Have the extension''s owner give the scope to the table''s owner: UPDATE fencing.scope_storage SET owner = %L WHERE scope_name = %L.',
                                             rel.relowner::regrole::text, scope_name);
                 END IF;
+                IF NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = sc.owner::oid) THEN
+                    RAISE EXCEPTION 'permission denied for fencing scope "%"', scope_name
+                        USING ERRCODE = 'insufficient_privilege',
+                              DETAIL = format('The scope belongs to a role that no longer exists (OID %s); its fences were set by that role''s tables.', sc.owner::oid),
+                              HINT = format('Have the extension''s owner remove the scope with fencing.reset_scope(%L), or protect the table with another scope_name.', scope_name);
+                END IF;
                 RAISE EXCEPTION 'permission denied for fencing scope "%"', scope_name
                     USING ERRCODE = 'insufficient_privilege',
                           DETAIL = format('The scope belongs to role "%s"; its fences were set by that role''s tables.', sc.owner),
                           HINT = format('Protect the table with another scope_name, or have the extension''s owner remove the scope with fencing.reset_scope(%L) if its fences are no longer wanted.', scope_name);
             END IF;
             -- the storage's key columns: the table's key types and collations
-            SELECT string_agg(format('key column %s is of type %s%s in the scope and %s%s in the table',
-                                     a.attnum, format_type(a.atttypid, NULL),
-                                     CASE WHEN a.attcollation <> 0 THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END,
-                                     format_type(t.typ, NULL),
-                                     CASE WHEN t.coll <> 0 THEN ' COLLATE ' || t.coll::regcollation::text ELSE '' END), '; ')
-              INTO why
-              FROM unnest(key_types, key_collations) WITH ORDINALITY AS t(typ, coll, ord)
-              FULL JOIN (SELECT * FROM pg_attribute a WHERE a.attrelid = sc.storage AND a.attnum > 0
-                            AND NOT a.attisdropped AND a.attname NOT IN ('fence', 'xact')
-                            AND NOT (sc.table_scope AND a.attname = 'k')) a ON a.attnum = t.ord
-             WHERE a.attnum IS NULL OR t.ord IS NULL OR a.atttypid <> t.typ OR a.attcollation <> t.coll;
-            IF why IS NULL AND sc.table_scope <> (cardinality(key_columns) = 0) THEN
-                why := format('the scope is a %s scope', CASE WHEN sc.table_scope THEN 'table' ELSE 'key' END);
+            IF sc.table_scope <> (cardinality(key_columns) = 0) THEN
+                why := format('The scope is a %s scope, and the table is protected in %s scope.',
+                              CASE WHEN sc.table_scope THEN 'table' ELSE 'key' END,
+                              CASE WHEN cardinality(key_columns) = 0 THEN 'table' ELSE 'key' END);
+            ELSIF NOT sc.table_scope THEN
+                SELECT format('Key column %s of the scope is of type %s%s, and column "%s" of the table of type %s%s.',
+                              t.ord, format_type(a.atttypid, NULL),
+                              CASE WHEN a.attcollation <> 0 THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END,
+                              key_columns[t.ord], format_type(t.typ, NULL),
+                              CASE WHEN t.coll <> 0 THEN ' COLLATE ' || t.coll::regcollation::text ELSE '' END)
+                  INTO why
+                  FROM unnest(key_types, key_collations) WITH ORDINALITY AS t(typ, coll, ord)
+                  LEFT JOIN pg_attribute a ON a.attrelid = sc.storage AND a.attnum = t.ord AND NOT a.attisdropped
+                 WHERE a.attnum IS NULL OR a.atttypid <> t.typ OR a.attcollation <> t.coll
+                 ORDER BY t.ord LIMIT 1;
+                IF why IS NULL AND (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = sc.storage AND a.attnum > 0
+                                       AND NOT a.attisdropped AND a.attname LIKE 'key\_%') <> cardinality(key_columns) THEN
+                    why := format('The scope has %s key columns, and the table %s.',
+                                  (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = sc.storage AND a.attnum > 0
+                                      AND NOT a.attisdropped AND a.attname LIKE 'key\_%'), cardinality(key_columns));
+                END IF;
             END IF;
             IF why IS NOT NULL THEN
                 RAISE EXCEPTION 'the key columns of table "%" do not match fencing scope "%"', rel.relname, scope_name
-                    USING ERRCODE = 'datatype_mismatch', DETAIL = why || '.',
+                    USING ERRCODE = 'datatype_mismatch', DETAIL = why,
                           HINT = 'Tables share a scope only with key columns of the same types and collations; a table not yet protected in this scope may use another scope_name instead.';
             END IF;
             writer := sc.writer;
@@ -568,7 +586,15 @@ BEGIN
     -- the guard function: the table's own, written anew with its settings
     SELECT p.guard_function::oid::regproc::text INTO gname FROM fencing.protected p WHERE p.relid = tbl;
     IF gname IS NULL THEN
-        gname := 'guard_' || substr(md5(tbl::oid::text || clock_timestamp()::text || random()::text), 1, 16);
+        -- named after the table's name when first protected (_2, _3, ...
+        -- when a guard of another table has that name)
+        gname := 'guard_' || substr(md5((SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
+                                           JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl)), 1, 16);
+        WHILE EXISTS (SELECT FROM pg_proc f WHERE f.pronamespace = 'fencing'::regnamespace
+                         AND f.proname = gname) LOOP
+            gname := regexp_replace(gname, '_\d+$', '') || '_'
+                     || (coalesce(substring(gname FROM '^guard_[0-9a-f]{16}_(\d+)$')::int, 1) + 1);
+        END LOOP;
     ELSE
         gname := (SELECT p.proname FROM pg_proc p JOIN fencing.protected x ON x.guard_function::oid = p.oid
                    WHERE x.relid = tbl);
@@ -579,11 +605,15 @@ BEGIN
     guard := format('fencing.%I()', gname)::regprocedure;
     EXECUTE format('COMMENT ON FUNCTION %s IS %L', guard,
                    format('the fencing guard of table %s (written by fencing.protect())', tbl));
-    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', guard);
-    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', guard, rel.relowner::regrole::text);
+    -- EXECUTE for every role: CREATE TRIGGER needs it, and a role that
+    -- attached it to a table of its own could do no more with it than
+    -- with the scope's writer, which advances fences only
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', guard);
     FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
                                    'rejected_already_used', 'rejected_lease_expired'] LOOP
-        EXECUTE format('CREATE SEQUENCE IF NOT EXISTS fencing.%I', gname || '_' || counter);
+        IF to_regclass(format('fencing.%I', gname || '_' || counter)) IS NULL THEN
+            EXECUTE format('CREATE SEQUENCE fencing.%I', gname || '_' || counter);
+        END IF;
     END LOOP;
 
     INSERT INTO fencing.protected AS p (relid, fence_column, key_columns, strict, scope_name, lease, guard_function)
@@ -617,6 +647,65 @@ $$;
 COMMENT ON FUNCTION fencing.tree_of(regclass) IS
     'internal: a table with its partitions and inheritance children, at any level';
 
+-- Seed a key or table scope from the fences in a table's rows (every
+-- member of its tree, or with only_new, the members that just joined it):
+-- no earlier token may write a key whose rows already carry a later one.
+-- As the table's owner, whose row security is switched off meanwhile
+-- (FORCE ROW LEVEL SECURITY is lifted and put back in this transaction,
+-- under the lock the caller holds), so that no policy hides a row.
+CREATE FUNCTION fencing.seed_scope(tbl regclass, only_new boolean) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p fencing.protected;
+    writer regprocedure;
+    keylist text;
+    m record;
+    owner_name text;
+    prev_role text := current_setting('role');
+    prev_rls text := current_setting('row_security');
+    forced regclass[];
+    f regclass;
+BEGIN
+    SELECT * INTO p FROM fencing.protected x WHERE x.relid = tbl;
+    SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = p.scope_name;
+    SELECT c.relowner::regrole::text INTO owner_name FROM pg_class c WHERE c.oid = tbl;
+    IF current_user::text <> owner_name THEN
+        PERFORM set_config('role', owner_name, true);
+    END IF;
+    SELECT array_agg(t.member) INTO forced FROM fencing.tree_of(tbl) t
+      JOIN pg_class c ON c.oid = t.member WHERE c.relforcerowsecurity;
+    FOREACH f IN ARRAY coalesce(forced, '{}') LOOP
+        EXECUTE format('ALTER TABLE %s NO FORCE ROW LEVEL SECURITY', f);
+    END LOOP;
+    PERFORM set_config('row_security', 'off', true);
+    FOR m IN SELECT t.member FROM fencing.tree_of(tbl) t
+              WHERE NOT only_new OR t.depth > 0 AND NOT EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = t.member::oid
+                                                                   AND g.tgname = 'zz_fencing_truncate')
+              ORDER BY t.depth LOOP
+        IF cardinality(p.key_columns) = 0 THEN
+            EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM ONLY %s x) m WHERE m.f IS NOT NULL',
+                           writer::oid::regproc, p.fence_column, m.member);
+        ELSE
+            keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
+                          FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o));
+            EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM ONLY %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
+                           writer::oid::regproc,
+                           (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o)),
+                           keylist, p.fence_column, m.member, p.fence_column, keylist);
+        END IF;
+    END LOOP;
+    PERFORM set_config('row_security', prev_rls, true);
+    FOREACH f IN ARRAY coalesce(forced, '{}') LOOP
+        EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', f);
+    END LOOP;
+    PERFORM set_config('role', prev_role, true);
+END
+$$;
+COMMENT ON FUNCTION fencing.seed_scope(regclass, boolean) IS
+    'internal: seed a key or table scope from the fences in a protected table''s rows, none hidden by row security';
+
 CREATE FUNCTION fencing.protect(tbl regclass,
                                 fence_column name DEFAULT 'fence',
                                 key_columns name[] DEFAULT NULL,
@@ -640,7 +729,6 @@ DECLARE
     m record;
     writer regprocedure;
     keylist text;
-    prev_rls text;
 BEGIN
     IF tbl IS NULL THEN
         RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -665,6 +753,13 @@ BEGIN
                   DETAIL = 'Only tables and partitioned tables can be protected by fencing.';
     END IF;
     EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', tbl);
+    IF fencing.protected_root(tbl) IS DISTINCT FROM tbl AND fencing.protected_root(tbl) IS NOT NULL THEN
+        RAISE EXCEPTION 'table "%" is already protected through "%"', rel.relname,
+                        (SELECT c.relname FROM pg_class c WHERE c.oid = fencing.protected_root(tbl))
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = format('Change the settings on "%s" instead.',
+                                (SELECT c.relname FROM pg_class c WHERE c.oid = fencing.protected_root(tbl)));
+    END IF;
 
     -- the fence column
     SELECT a.attnum, a.atttypid, a.atthasdef, a.attgenerated INTO att
@@ -779,23 +874,8 @@ BEGIN
     PERFORM set_config('fencing.ddl_guard_pause', '', true);
 
     -- key and table scope: the fences already in the rows, every row
-    -- (row security would hide some: refuse rather than seed from part)
     IF key_columns IS NOT NULL THEN
-        SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = protect.scope_name;
-        prev_rls := current_setting('row_security');
-        PERFORM set_config('row_security', 'off', true);
-        IF cardinality(key_columns) = 0 THEN
-            EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM %s x) m WHERE m.f IS NOT NULL',
-                           writer::oid::regproc, fence_column, tbl);
-        ELSE
-            keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
-                          FROM unnest(key_columns) WITH ORDINALITY AS u(c, o));
-            EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
-                           writer::oid::regproc,
-                           (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(key_columns) WITH ORDINALITY AS u(c, o)),
-                           keylist, fence_column, tbl, fence_column, keylist);
-        END IF;
-        PERFORM set_config('row_security', prev_rls, true);
+        PERFORM fencing.seed_scope(tbl, false);
     END IF;
 END
 $$;
@@ -839,6 +919,31 @@ $$;
 COMMENT ON FUNCTION fencing.has_btree_equality(oid) IS
     'internal: does the type have a default btree operator class (the equality that tells keys apart)';
 
+-- Drop a guard function and its counters.
+CREATE FUNCTION fencing.drop_guard_function(guard regprocedure) RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    g text := (SELECT f.proname FROM pg_proc f WHERE f.oid = guard::oid);
+    s regclass;
+BEGIN
+    IF g IS NULL THEN
+        RETURN;
+    END IF;
+    FOR s IN SELECT c.oid::regclass FROM pg_class c
+              WHERE c.relnamespace = 'fencing'::regnamespace AND c.relkind = 'S'
+                AND c.relname IN (g || '_rejected_stale', g || '_rejected_missing', g || '_bypassed',
+                                  g || '_rejected_already_used', g || '_rejected_lease_expired') LOOP
+        EXECUTE format('DROP SEQUENCE %s', s);
+    END LOOP;
+    EXECUTE format('DROP FUNCTION %s', guard);
+END
+$$;
+COMMENT ON FUNCTION fencing.drop_guard_function(regprocedure) IS
+    'internal: drop a protected table''s guard function and its counters';
+REVOKE ALL ON FUNCTION fencing.drop_guard_function(regprocedure) FROM PUBLIC;
+
 -- The edition's side of unprotect(), as its owner.
 CREATE FUNCTION fencing.unprotect_apply(tbl regclass, proof oid) RETURNS void
     LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
@@ -855,11 +960,7 @@ BEGIN
     END IF;
     DELETE FROM fencing.protected p WHERE p.relid = tbl RETURNING p.guard_function INTO guard;
     IF guard IS NOT NULL THEN
-        FOREACH counter IN ARRAY ARRAY['rejected_stale', 'rejected_missing', 'bypassed',
-                                       'rejected_already_used', 'rejected_lease_expired'] LOOP
-            EXECUTE format('DROP SEQUENCE IF EXISTS fencing.%I', guard::oid::regproc::text || '_' || counter);
-        END LOOP;
-        EXECUTE format('DROP FUNCTION IF EXISTS %s', guard);
+        PERFORM fencing.drop_guard_function(guard);
     END IF;
 END
 $$;
@@ -902,10 +1003,13 @@ BEGIN
     END IF;
     PERFORM set_config('fencing.ddl_guard_pause', tbl::oid::text, true);
     FOR m IN SELECT * FROM fencing.tree_of(tbl) t ORDER BY t.depth DESC LOOP
-        IF m.depth = 0 OR NOT m.is_partition THEN
-            EXECUTE format('DROP TRIGGER IF EXISTS zz_fencing_guard ON %s', m.member);
+        IF (m.depth = 0 OR NOT m.is_partition)
+           AND EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = m.member::oid AND g.tgname = 'zz_fencing_guard') THEN
+            EXECUTE format('DROP TRIGGER zz_fencing_guard ON %s', m.member);
         END IF;
-        EXECUTE format('DROP TRIGGER IF EXISTS zz_fencing_truncate ON %s', m.member);
+        IF EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = m.member::oid AND g.tgname = 'zz_fencing_truncate') THEN
+            EXECUTE format('DROP TRIGGER zz_fencing_truncate ON %s', m.member);
+        END IF;
     END LOOP;
     proof := fencing.caller_proof();
     PERFORM fencing.unprotect_apply(tbl, proof);
@@ -936,6 +1040,9 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'fencing scope "%" does not exist', scope_name USING ERRCODE = 'undefined_object';
     END IF;
+    -- tables dropped while the DDL guard was not there to forget them
+    PERFORM fencing.forget_dropped(p.relid::oid) FROM fencing.protected p
+      WHERE p.scope_name = reset_scope.scope_name AND NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = p.relid::oid);
     SELECT string_agg(p.relid::text, ', ' ORDER BY p.relid::text) INTO users
       FROM fencing.protected p WHERE p.scope_name = reset_scope.scope_name AND p.key_columns IS NOT NULL;
     IF users IS NOT NULL THEN
@@ -944,10 +1051,15 @@ BEGIN
                   DETAIL = format('Protected in this scope: %s.', users),
                   HINT = 'Call fencing.unprotect() on those tables first.';
     END IF;
-    EXECUTE format('SELECT count(*) FROM %s', sc.storage) INTO n;
+    n := 0;
+    IF EXISTS (SELECT FROM pg_class c WHERE c.oid = sc.storage::oid) THEN
+        EXECUTE format('SELECT count(*) FROM %s', sc.storage) INTO n;
+        EXECUTE format('DROP TABLE %s CASCADE', sc.storage);
+    END IF;
     DELETE FROM fencing.scope_storage s WHERE s.scope_name = reset_scope.scope_name;
-    EXECUTE format('DROP FUNCTION %s', sc.writer);
-    EXECUTE format('DROP TABLE %s CASCADE', sc.storage);
+    IF EXISTS (SELECT FROM pg_proc f WHERE f.oid = sc.writer::oid) THEN
+        EXECUTE format('DROP FUNCTION %s', sc.writer);
+    END IF;
     RETURN n;
 END
 $$;
