@@ -19,7 +19,7 @@ MODULE_big = fencing
 OBJS_CORE = src/module.o src/cluster.o src/extension.o src/fence.o src/advance.o src/errors.o
 
 OBJS_GUARD = src/guc.o src/statement.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
-	src/scopes_1_0.o src/guard.o src/ddl_guard.o src/protection.o src/trigger_code.o
+	src/scopes_1_0.o src/guard.o src/meter.o src/ddl_guard.o src/protection.o src/trigger_code.o
 
 # who may read keys and fences; dropping the extension with its storage;
 # the extension's own tables under logical replication
@@ -53,13 +53,14 @@ REGRESS_CORE = fence_type fence_input advance
 REGRESS_GUARD = guard_row guard_key guard_key_identity guard_scope_owner guard_one_token guard_bulk \
 	guard_paths guard_privileges guard_bypass guard_ddl \
 	guard_ddl_triggers guard_ddl_columns guard_ddl_legacy guard_seed \
-	guard_trigger_owner guard_ddl_types token_source guard_write_code guard_trigger_code_later
+	guard_trigger_owner guard_ddl_types token_source guard_write_code guard_trigger_code_later \
+	guard_first_meter
 
 REGRESS_STATS = stats stats_forget
 
 REGRESS_IDEM = idem_basic idem_errors idem_lease idem_security idem_stats idem_owner idem_update idem_direct
 
-REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update
+REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update lease_next
 
 REGRESS_LOCKSVC = lock_services sf001_reasons
 

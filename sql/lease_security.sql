@@ -59,7 +59,7 @@ SELECT pg_temp.outcome($$UPDATE fencing.leases SET owner = 'regress_lease_attack
 SELECT pg_temp.outcome($$UPDATE fencing.leases SET expires_at = now()$$);
 SELECT pg_temp.outcome($$DELETE FROM fencing.leases$$);
 SELECT pg_temp.outcome($$INSERT INTO fencing.leases (name, holder, owner) VALUES ('sec-new', 'evil', 'regress_lease_attacker')$$);
--- fencing.lease_status: everything but the token
+-- fencing.lease_status: everything but the holder and the token
 SELECT name, holder, token, live, remaining IS NOT NULL AS has_remaining
   FROM fencing.lease_status WHERE name LIKE 'sec-%' ORDER BY name;
 -- a leaky function in the WHERE clause sees the masked column only

@@ -125,7 +125,7 @@ UPDATE st_jobs SET state = 'forged' WHERE id = 1;
 ROLLBACK;
 \set VERBOSITY default
 SELECT pg_temp.counts();
-SELECT accepted, rejected_stale FROM fencing.stats WHERE relid = 'st_jobs'::regclass;
+SELECT accepted, rejected_stale, rejected_lease_expired FROM fencing.stats WHERE relid = 'st_jobs'::regclass;
 SELECT id, state FROM st_jobs;
 DROP TABLE st_jobs;
 

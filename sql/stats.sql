@@ -57,7 +57,7 @@ SELECT p.oid::regprocedure::text AS object, d.description IS NOT NULL AS comment
   LEFT JOIN pg_catalog.pg_description AS d
          ON d.objoid = p.oid AND d.classoid = 'pg_catalog.pg_proc'::regclass
  WHERE p.pronamespace = 'fencing'::regnamespace
-   AND p.proname IN ('stats_internal', 'idempotency_stats_internal', 'stats_reset')
+   AND p.proname IN ('table_counters', 'idempotency_counters', 'stats_reset')
 UNION ALL
 SELECT c.oid::regclass::text, pg_catalog.obj_description(c.oid, 'pg_class') IS NOT NULL
   FROM pg_catalog.pg_class AS c
@@ -68,5 +68,5 @@ SELECT c.oid::regclass::text, pg_catalog.obj_description(c.oid, 'pg_class') IS N
 SELECT p.proname, p.provolatile, p.proparallel
   FROM pg_catalog.pg_proc AS p
  WHERE p.pronamespace = 'fencing'::regnamespace
-   AND p.proname IN ('stats_internal', 'idempotency_stats_internal', 'stats_reset')
+   AND p.proname IN ('table_counters', 'idempotency_counters', 'stats_reset')
  ORDER BY p.proname;

@@ -265,6 +265,18 @@ WriteName(TriggerEvent event)
 	return "DELETE";
 }
 
+/*
+ * Count a refused token in the table's statistics by its reason: equal to
+ * the fence it lost to (strict: already used), or older (stale).
+ */
+static inline void
+CountLost(GuardConfig *cfg, const Fence *token, const Fence *lost_to)
+{
+	FencingStatsCount(cfg->stats, FenceCmp(token, lost_to) == 0 ?
+					  FENCING_STAT_REJECTED_ALREADY_USED :
+					  FENCING_STAT_REJECTED_STALE);
+}
+
 /* The key or table scope a row writes, for CheckScopes() */
 typedef struct RowKey
 {
@@ -369,7 +381,7 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 			if (!FencingLegacyScopeCheckAndAdvance(cfg->scope_name, keys[i], token,
 											cfg->strict, &lost_to))
 			{
-				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+				CountLost(cfg, token, &lost_to);
 				if (!FencingMayReadGuardedKeys(rel, cfg))
 					FencingReportStaleTokenHidden(token, rel, cfg->scope_name);
 				FencingReportStaleToken(token, &lost_to, rel,
@@ -387,7 +399,7 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 			if (!FencingScopeCheckAndAdvance(cfg->scope, keys[i].values, keys[i].nulls,
 									  token, cfg->strict, &lost_to))
 			{
-				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+				CountLost(cfg, token, &lost_to);
 				ReportScopeLost(cfg, rel, &keys[i], token, &lost_to);
 			}
 	}
@@ -625,7 +637,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 	/* with a lease, only its current, live token may write (lease.c) */
 	if (cfg->lease != NULL && !FencingLeaseHeldWith(cfg->lease, &token, cfg->table_owner))
 	{
-		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+		FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_LEASE);
 		FencingReportLeaseLost(cfg->lease, &token, rel);
 	}
 
@@ -640,7 +652,7 @@ fencing_guard(PG_FUNCTION_ARGS)
 
 			if (cmp < 0 || (cmp == 0 && cfg->strict && !GuardWroteVersion(rel, oldtup)))
 			{
-				FencingStatsCount(cfg->stats, FENCING_STAT_REJECTED_STALE);
+				CountLost(cfg, &token, &old);
 				ReportRowLost(cfg, rel, &token, &old);
 			}
 		}

@@ -881,6 +881,7 @@ ReportLostClaim(text *key, const Fence *token, const IdemLostClaim *lost)
 
 	rel = relation_openrv_extended(makeRangeVar("fencing", "idempotency_keys", -1),
 								   AccessShareLock, true);
+	CountOutcome(FENCING_IDEM_CLAIM_TAKEN_OVER);
 	ereport(ERROR,
 			(errcode(ERRCODE_STALE_FENCE_TOKEN),
 			 FencingErrReason(FENCING_REASON_CLAIM_TAKEN_OVER),

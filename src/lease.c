@@ -2,7 +2,8 @@
  *
  * lease.c
  *	  Leases inside PostgreSQL: fencing.lease_acquire(), lease_renew(),
- *	  lease_release() and lease_check() over the table fencing.leases,
+ *	  lease_next(), lease_release() and lease_check() over the table
+ *	  fencing.leases,
  *	  the server's timeline for fencing.current_epoch(), and the guard's
  *	  check of a table protected with a lease.
  *
@@ -88,6 +89,7 @@ PG_FUNCTION_INFO_V1(fencing_lease_acquire);
 PG_FUNCTION_INFO_V1(fencing_lease_renew);
 PG_FUNCTION_INFO_V1(fencing_lease_release);
 PG_FUNCTION_INFO_V1(fencing_lease_check);
+PG_FUNCTION_INFO_V1(fencing_lease_next);
 
 /* The saved plan that reads one lease, for the guard */
 static SPIPlanPtr lease_plan = NULL;
@@ -124,6 +126,7 @@ typedef enum LeaseQuery
 	LQ_INSERT,
 	LQ_GRANT,
 	LQ_SET_EXPIRY,
+	LQ_NEXT,
 	LQ_NUM_QUERIES
 } LeaseQuery;
 
@@ -131,7 +134,7 @@ typedef struct LeaseQueryDef
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[7];
+	Oid			argtypes[9];
 } LeaseQueryDef;
 
 #define LEASE_ROW_COLUMNS \
@@ -196,6 +199,28 @@ static const LeaseQueryDef LeaseQueries[LQ_NUM_QUERIES] = {
 		"        COALESCE(owner::pg_catalog.oid, $7), 'MEMBER')"
 		" RETURNING granted_at",
 		7, {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID, OIDOID}
+	},
+
+	/*
+	 * LQ_NEXT: $1 name, $2 $3 token, $4 now, $5 new expires_at when $9, $6
+	 * the caller, $7 the extension's owner, $8 the epoch.  The next token
+	 * of the same grant (its holder and start unchanged), decided as
+	 * LQ_SET_EXPIRY decides, on the newest version of the row; the token
+	 * beats every earlier one as a grant's does.
+	 */
+	{
+		"UPDATE fencing.leases AS l"
+		" SET token = CASE WHEN fencing.epoch(l.token) OPERATOR(pg_catalog.<) $8"
+		"   THEN fencing.fence($8, 1) ELSE fencing.next(l.token) END,"
+		"  expires_at = CASE WHEN $9 THEN $5 ELSE l.expires_at END"
+		" WHERE l.name OPERATOR(pg_catalog.=) $1"
+		"   AND l.token OPERATOR(fencing.=) fencing.fence($2, $3)"
+		"   AND l.expires_at OPERATOR(pg_catalog.>) $4"
+		"   AND pg_catalog.pg_has_role($6,"
+		"        COALESCE(l.owner::pg_catalog.oid, $7), 'MEMBER')"
+		" RETURNING l.token",
+		9, {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, OIDOID, OIDOID,
+		INT8OID, BOOLOID}
 	},
 };
 
@@ -969,4 +994,72 @@ fencing_lease_check(PG_FUNCTION_ARGS)
 	LeaseFinish(&caller);
 
 	PG_RETURN_BOOL(ok);
+}
+
+/*
+ * fencing.lease_next(name, token, ttl) → fence
+ *
+ * A new token of the live lease held with token, greater than every token
+ * granted for the name, and the lease renewed to now + ttl when ttl is
+ * given; NULL once the lease expired, was released or was taken over.  A
+ * holder that writes many transactions under one lease takes one per
+ * transaction: a strict table accepts each once.
+ */
+Datum
+fencing_lease_next(PG_FUNCTION_ARGS)
+{
+	text	   *name = LeaseNameArg(fcinfo, 0);
+	TimestampTz now = GetCurrentTimestamp();
+	bool		renew = !PG_ARGISNULL(2);
+	TimestampTz expires = renew ? LeaseExpiry(fcinfo, 2, now) : now;
+	Fence	   *token = PG_ARGISNULL(1) ? NULL : PG_GETARG_FENCE_P(1);
+	FencingSavedUser caller;
+	Fence	   *result = NULL;
+	LeaseRow	row;
+	bool		isnull;
+
+	LeaseConnect(&caller);
+	if (token != NULL)
+	{
+		Datum		args[9];
+		Datum		epoch;
+
+		LeaseExecute(LQ_EPOCH, NULL, SPI_OK_SELECT);
+		epoch = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (isnull)
+			elog(ERROR, "fencing.epoch_internal() returned NULL");
+		args[0] = PointerGetDatum(name);
+		args[1] = Int64GetDatum(token->epoch);
+		args[2] = Int64GetDatum(token->counter);
+		args[3] = TimestampTzGetDatum(now);
+		args[4] = TimestampTzGetDatum(expires);
+		args[5] = ObjectIdGetDatum(caller.userid);
+		args[6] = ObjectIdGetDatum(FencingOwnerOid());
+		args[7] = epoch;
+		args[8] = BoolGetDatum(renew);
+		LeaseExecute(LQ_NEXT, args, SPI_OK_UPDATE_RETURNING);
+		if (SPI_processed > 0)
+		{
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+			/* in the caller's memory: SPI_finish() frees SPI's */
+			result = (Fence *) SPI_palloc(sizeof(Fence));
+			memcpy(result, DatumGetFenceP(d), sizeof(Fence));
+		}
+	}
+	if (result == NULL)
+	{
+		/* nothing changed: whose is it, and did it run out? */
+		ReadLeaseRow(LQ_READ, name, NULL, &row);
+		if (row.found)
+			CheckLeaseOwner(name, &row, &caller);
+		NoticeExpiry(name, &row, now);
+	}
+	LeaseFinish(&caller);
+
+	FencingStatsCountLease(result != NULL ? FENCING_LEASE_RENEWED : FENCING_LEASE_RENEW_FAILED);
+	if (result == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_FENCE_P(result);
 }

@@ -122,8 +122,15 @@ PG_FUNCTION_INFO_V1(fencing_stats_reset);
 
 #define FENCING_STATS_TRANCHE	"fencing"
 
-#define FENCING_STAT_NCOUNTERS	(FENCING_STAT_BYPASSED + 1)
-#define FENCING_IDEM_NCOUNTERS	(FENCING_IDEM_IN_PROGRESS_REJECTED + 1)
+#define FENCING_STAT_NCOUNTERS	(FENCING_STAT_REJECTED_LEASE + 1)
+#define FENCING_IDEM_NCOUNTERS	(FENCING_IDEM_CLAIM_TAKEN_OVER + 1)
+
+/*
+ * The counters that fencing 1.0-1.3 had, which their views show: a
+ * refusal of any reason was rejected_stale, and no claim was counted.
+ */
+#define FENCING_STAT_NCOUNTERS_1_0	(FENCING_STAT_BYPASSED + 1)
+#define FENCING_IDEM_NCOUNTERS_1_0	(FENCING_IDEM_IN_PROGRESS_REJECTED + 1)
 #define FENCING_LEASE_NCOUNTERS (FENCING_LEASE_REJECTED + 1)
 
 /* The file the counters are saved in between a clean shutdown and a start */
@@ -132,7 +139,7 @@ PG_FUNCTION_INFO_V1(fencing_stats_reset);
 
 /* "FNCS", and the format of the file: change it with any change below */
 #define FENCING_STATS_MAGIC		0x464E4353
-#define FENCING_STATS_FORMAT	1
+#define FENCING_STATS_FORMAT	2
 
 /* Hash key: relation OIDs repeat across databases */
 typedef struct FencingStatsKey
@@ -922,10 +929,12 @@ BeginMaterializedSRF(FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 
 /* Names of the counters, for the warning of CounterGetDatum() */
 static const char *const TableCounterNames[FENCING_STAT_NCOUNTERS] = {
-	"accepted", "rejected_stale", "rejected_missing", "bypassed"
+	"accepted", "rejected_stale", "rejected_missing", "bypassed",
+	"rejected_already_used", "rejected_lease_expired"
 };
 static const char *const IdemCounterNames[FENCING_IDEM_NCOUNTERS] = {
-	"started", "replayed", "resumed", "reused_rejected", "in_progress_rejected"
+	"started", "replayed", "resumed", "reused_rejected", "in_progress_rejected",
+	"claim_taken_over"
 };
 static const char *const LeaseCounterNames[FENCING_LEASE_NCOUNTERS] = {
 	"acquired", "acquire_refused", "renewed", "renew_failed", "released",
@@ -952,6 +961,20 @@ AddStatsRow(Tuplestorestate *tupstore, TupleDesc tupdesc,
 	for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
 		values[1 + i] = CounterGetDatum(pg_atomic_read_u64(&entry->counters[i]),
 										TableCounterNames[i]);
+
+	/*
+	 * The view of an extension not yet updated to 1.4 has the first five
+	 * columns only, and counts every refusal with a token as stale.
+	 */
+	if (tupdesc->natts == 1 + FENCING_STAT_NCOUNTERS_1_0)
+		values[1 + FENCING_STAT_REJECTED_STALE] =
+			CounterGetDatum(pg_atomic_read_u64(&entry->counters[FENCING_STAT_REJECTED_STALE]) +
+							pg_atomic_read_u64(&entry->counters[FENCING_STAT_REJECTED_ALREADY_USED]) +
+							pg_atomic_read_u64(&entry->counters[FENCING_STAT_REJECTED_LEASE]),
+							TableCounterNames[FENCING_STAT_REJECTED_STALE]);
+	else if (tupdesc->natts != 1 + FENCING_STAT_NCOUNTERS)
+		elog(ERROR, "fencing.stats_internal() returns %d columns, expected %d",
+			 tupdesc->natts, 1 + FENCING_STAT_NCOUNTERS);
 	tuplestore_putvalues(tupstore, tupdesc, values, nulls);
 }
 
@@ -1021,6 +1044,11 @@ fencing_idempotency_stats_internal(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	/* before 1.4 the view has no claim_taken_over: the first five */
+	if (tupdesc->natts != FENCING_IDEM_NCOUNTERS &&
+		tupdesc->natts != FENCING_IDEM_NCOUNTERS_1_0)
+		elog(ERROR, "fencing.idempotency_stats_internal() returns %d columns, expected %d",
+			 tupdesc->natts, FENCING_IDEM_NCOUNTERS);
 	tupdesc = BlessTupleDesc(tupdesc);
 
 	memset(nulls, 0, sizeof(nulls));
@@ -1125,25 +1153,30 @@ fencing_stats_reset(PG_FUNCTION_ARGS)
  *
  *	uint32 magic, uint32 format
  *	uint32 ntables, uint32 ndatabases, uint32 nends
- *	uint64 idem[5]
- *	uint64 overflow table counters[4]
+ *	uint64 idem[NI]
+ *	uint64 overflow table counters[NT]
  *	lease record of the overflow entry
- *	ntables x { uint32 dbid, uint32 relid, uint64 counters[4] }
+ *	ntables x { uint32 dbid, uint32 relid, uint64 counters[NT] }
  *	ndatabases x lease record
  *	nends x { uint32 dbid, uint64 namehash, int64 epoch, int64 counter }
  *	uint32 CRC-32C of everything before it
  *
  * where a lease record is { uint32 dbid, uint64 counters[8], uint64
- * hold_count, float8 hold_sum, float8 hold_max }.
+ * hold_count, float8 hold_sum, float8 hold_max }, and NI, NT are 6 and 6
+ * in format 2, 5 and 4 in format 1 (fencing 1.0-1.3, read too: a package
+ * update restarts the server with the counters it saved, its refusals
+ * with a token all counted as stale).
  * ----------------------------------------------------------------------
  */
 
 #define FILE_HEADER_SIZE	(5 * sizeof(uint32))
-#define FILE_FIXED_SIZE		(FILE_HEADER_SIZE + \
-							 FENCING_IDEM_NCOUNTERS * sizeof(uint64) + \
-							 FENCING_STAT_NCOUNTERS * sizeof(uint64) + \
+#define FILE_FIXED_SIZE_N(nidem, ntable) (FILE_HEADER_SIZE + \
+							 (nidem) * sizeof(uint64) + \
+							 (ntable) * sizeof(uint64) + \
 							 LEASE_RECORD_SIZE)
-#define TABLE_RECORD_SIZE	(2 * sizeof(uint32) + FENCING_STAT_NCOUNTERS * sizeof(uint64))
+#define TABLE_RECORD_SIZE_N(ntable)	(2 * sizeof(uint32) + (ntable) * sizeof(uint64))
+#define FILE_FIXED_SIZE		FILE_FIXED_SIZE_N(FENCING_IDEM_NCOUNTERS, FENCING_STAT_NCOUNTERS)
+#define TABLE_RECORD_SIZE	TABLE_RECORD_SIZE_N(FENCING_STAT_NCOUNTERS)
 #define LEASE_RECORD_SIZE	(sizeof(uint32) + (FENCING_LEASE_NCOUNTERS + 1) * sizeof(uint64) + \
 							 2 * sizeof(double))
 #define END_RECORD_SIZE		(sizeof(uint32) + 3 * sizeof(uint64))
@@ -1420,6 +1453,8 @@ LoadStatsFile(void)
 	uint32		saved_crc;
 	uint32		u;
 	int			i;
+	int			nidem = FENCING_IDEM_NCOUNTERS;
+	int			ntable = FENCING_STAT_NCOUNTERS;
 
 	if (stat(FENCING_STATS_FILE, &st) != 0)
 	{
@@ -1439,7 +1474,8 @@ LoadStatsFile(void)
 		goto done;
 	}
 
-	if (st.st_size < (off_t) (FILE_FIXED_SIZE + sizeof(uint32)) ||
+	if (st.st_size < (off_t) (FILE_FIXED_SIZE_N(FENCING_IDEM_NCOUNTERS_1_0,
+												FENCING_STAT_NCOUNTERS_1_0) + sizeof(uint32)) ||
 		st.st_size > (off_t) MaxAllocSize)
 	{
 		ReportBadStatsFile(psprintf("Its size, %lld bytes, is not that of a fencing statistics file.",
@@ -1473,17 +1509,22 @@ LoadStatsFile(void)
 		goto done;
 	}
 	u = GetU32(&r);
-	if (u != FENCING_STATS_FORMAT)
+	if (u == 1)
 	{
-		ReportBadStatsFile(psprintf("It is in format %u; this version of fencing reads format %u.",
+		nidem = FENCING_IDEM_NCOUNTERS_1_0;
+		ntable = FENCING_STAT_NCOUNTERS_1_0;
+	}
+	else if (u != FENCING_STATS_FORMAT)
+	{
+		ReportBadStatsFile(psprintf("It is in format %u; this version of fencing reads formats 1 and %u.",
 									u, FENCING_STATS_FORMAT));
 		goto done;
 	}
 	ntables = GetU32(&r);
 	ndbs = GetU32(&r);
 	nends = GetU32(&r);
-	expected = (uint64) FILE_FIXED_SIZE +
-		(uint64) ntables * TABLE_RECORD_SIZE +
+	expected = (uint64) FILE_FIXED_SIZE_N(nidem, ntable) +
+		(uint64) ntables * TABLE_RECORD_SIZE_N(ntable) +
 		(uint64) ndbs * LEASE_RECORD_SIZE +
 		(uint64) nends * END_RECORD_SIZE + sizeof(uint32);
 	if (expected != (uint64) st.st_size)
@@ -1504,9 +1545,9 @@ LoadStatsFile(void)
 	}
 
 	/* all checked: take the counters */
-	for (i = 0; i < FENCING_IDEM_NCOUNTERS; i++)
+	for (i = 0; i < nidem; i++)
 		pg_atomic_write_u64(&fstate->idem[i], GetU64(&r));
-	for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
+	for (i = 0; i < ntable; i++)
 		pg_atomic_write_u64(&fstate->overflow.counters[i], GetU64(&r));
 	(void) GetU32(&r);			/* the overflow's dbid */
 	AddLeaseRecord(&fstate->lease_overflow, &r);
@@ -1525,7 +1566,7 @@ LoadStatsFile(void)
 			entry = &fstate->overflow;
 		else if (!found)
 			InitCounters(entry);
-		for (i = 0; i < FENCING_STAT_NCOUNTERS; i++)
+		for (i = 0; i < ntable; i++)
 			pg_atomic_fetch_add_u64(&entry->counters[i], GetU64(&r));
 	}
 	for (u = 0; u < ndbs; u++)

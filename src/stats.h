@@ -14,12 +14,20 @@
 
 #include "datatype/timestamp.h"
 
+/*
+ * the counters of fencing.stats, in its column order: a refusal is counted
+ * by its reason, so that a lost lock (stale) is told apart from a token
+ * used by a second transaction (already used: a programming error) and
+ * from a write whose built-in lease was not live
+ */
 typedef enum FencingTableCounter
 {
 	FENCING_STAT_ACCEPTED,
 	FENCING_STAT_REJECTED_STALE,
 	FENCING_STAT_REJECTED_MISSING,
-	FENCING_STAT_BYPASSED
+	FENCING_STAT_BYPASSED,
+	FENCING_STAT_REJECTED_ALREADY_USED,
+	FENCING_STAT_REJECTED_LEASE
 } FencingTableCounter;
 
 typedef enum FencingIdemCounter
@@ -28,7 +36,8 @@ typedef enum FencingIdemCounter
 	FENCING_IDEM_REPLAYED,
 	FENCING_IDEM_RESUMED,
 	FENCING_IDEM_REUSED_REJECTED,
-	FENCING_IDEM_IN_PROGRESS_REJECTED
+	FENCING_IDEM_IN_PROGRESS_REJECTED,
+	FENCING_IDEM_CLAIM_TAKEN_OVER	/* an SF001 of a claim that was lost */
 } FencingIdemCounter;
 
 /* the counters of fencing.lease_stats, in its column order */
