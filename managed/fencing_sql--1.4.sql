@@ -1007,8 +1007,10 @@ BEGIN
         PERFORM fencing.raise_stale_hidden(token, relid, scope_name);
     END IF;
     PERFORM fencing.raise_stale(token, lost_to, relid,
-                                CASE WHEN scope_name IS NOT NULL
-                                     THEN format('scope "%s" key %s', scope_name, key) END);
+                                CASE WHEN scope_name IS NOT NULL AND key IS NOT NULL
+                                     THEN format('scope "%s" key %s', scope_name, key)
+                                     WHEN scope_name IS NOT NULL
+                                     THEN format('scope "%s"', scope_name) END);
 END
 $$;
 
@@ -2068,6 +2070,141 @@ $$;
 COMMENT ON FUNCTION fencing.unprotect(regclass) IS
     'remove the fencing guard from a table (its scope fences are kept)';
 
+-- The first meter: raise a key- or table-scope fence of a protected table
+-- to a new holder's token without writing a row, the moment the lock is
+-- taken, so that an old holder that wakes before the new holder's first
+-- write is refused.  A guarded write of the fence alone, with the guard's
+-- rules: INSERT or UPDATE needed, a stale token refused, strict mode, the
+-- table's lease; row scope refused (its fences are its rows').  The key
+-- values are text, converted to the key columns' types as a literal
+-- written into the columns would be.
+CREATE FUNCTION fencing.raise_fence(tbl regclass, token fencing.fence, VARIADIC key text[] DEFAULT '{}')
+    RETURNS fencing.fence
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    root regclass;
+    p fencing.protected;
+    rel record;
+    writer regprocedure;
+    lost fencing.fence_pair;
+    ncols integer;
+    keytext text;
+    args text;
+    is_strict boolean;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION 'table must not be null' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF key IS NULL THEN
+        RAISE EXCEPTION 'the array of key values must not be null'
+            USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass no key values for a table-scope fence.';
+    END IF;
+    SELECT c.relname, n.nspname INTO rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid USING ERRCODE = 'undefined_table';
+    END IF;
+    -- checks before locks: a role that may not write learns it at once
+    IF NOT (has_table_privilege(tbl, 'INSERT') OR has_table_privilege(tbl, 'UPDATE')
+            OR has_any_column_privilege(tbl, 'INSERT') OR has_any_column_privilege(tbl, 'UPDATE')) THEN
+        RAISE EXCEPTION 'permission denied for table %', rel.relname
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Raising a table''s fence is a write: it needs the INSERT or UPDATE privilege on the table.';
+    END IF;
+    root := fencing.protected_root(tbl);
+    IF root IS NULL THEN
+        RAISE EXCEPTION 'table "%" is not protected', rel.relname
+            USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Protect it first with fencing.protect().';
+    END IF;
+    IF token IS NULL THEN
+        RAISE EXCEPTION 'fencing.raise_fence() on table "%" requires a fence token', rel.relname
+            USING ERRCODE = 'SF002', HINT = 'Pass the token of the lock just taken.';
+    END IF;
+    IF current_setting('transaction_read_only') = 'on' THEN
+        RAISE EXCEPTION 'cannot execute fencing.raise_fence() in a read-only transaction'
+            USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
+    -- the lock of a write
+    EXECUTE format('LOCK TABLE %s IN ROW EXCLUSIVE MODE', tbl);
+    SELECT * INTO p FROM fencing.protected x WHERE x.relid = root;
+    SELECT x.strict INTO is_strict FROM fencing.protected x WHERE x.relid = root;
+    IF p.key_columns IS NULL THEN
+        RAISE EXCEPTION 'table "%" is protected in row scope: it has no fence apart from its rows', rel.relname
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = format('Raise a row''s fence with UPDATE %s SET %s = ''%s'' WHERE ...',
+                                format('%I.%I', rel.nspname, rel.relname), quote_ident(p.fence_column),
+                                fencing.fence_text(token));
+    END IF;
+    -- row security: the answer would tell whether a key the role cannot
+    -- see exists, and how new its fence is
+    IF row_security_active(tbl) THEN
+        RAISE EXCEPTION 'fencing.raise_fence() is not available to role "%" on table "%"', current_user, rel.relname
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Row security applies to the role on this table, and the fence of a key belongs to every row with that key, visible or not.',
+                  HINT = 'Raise the fence by a write of the row itself, carrying the token, or call fencing.raise_fence() as a role that bypasses row security.';
+    END IF;
+    ncols := cardinality(p.key_columns);
+    IF ncols = 0 AND cardinality(key) <> 0 THEN
+        RAISE EXCEPTION 'table "%" is protected in table scope: its fence has no key', rel.relname
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('fencing.raise_fence() got %s key value(s).', cardinality(key)),
+                  HINT = format('Call fencing.raise_fence(''%s'', token) with no key values.', format('%I.%I', rel.nspname, rel.relname));
+    ELSIF ncols > 0 AND coalesce(cardinality(key), 0) <> ncols THEN
+        RAISE EXCEPTION 'table "%" has % key column(s) (%), and fencing.raise_fence() got % key value(s)',
+                        rel.relname, ncols,
+                        (SELECT string_agg(quote_ident(k), ', ' ORDER BY o) FROM unnest(p.key_columns) WITH ORDINALITY AS u(k, o)),
+                        coalesce(cardinality(key), 0)
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'Give one value per key column, in this order.';
+    END IF;
+    -- with a lease, only its current, live token may write
+    IF p.lease IS NOT NULL THEN
+        PERFORM fencing.lease_guard(p.lease, token, tbl);
+    END IF;
+    SELECT s.writer INTO writer FROM fencing.scope_storage s WHERE s.scope_name = p.scope_name;
+    IF ncols = 0 THEN
+        lost := fencing.call_writer(writer, '', '{}', token, is_strict);
+    ELSE
+        -- each value through the input function of its column's type
+        SELECT string_agg(format('$1[%s]::%s', u.o, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY u.o)
+          INTO args
+          FROM unnest(p.key_columns) WITH ORDINALITY AS u(k, o)
+          JOIN pg_attribute a ON a.attrelid = tbl AND a.attname = u.k AND NOT a.attisdropped;
+        lost := fencing.call_writer(writer, args || ', ', key, token, is_strict);
+        keytext := fencing.scope_key(VARIADIC key);
+    END IF;
+    IF lost IS NOT NULL THEN
+        PERFORM fencing.refuse_stale(tbl, token, lost, p.scope_name, keytext);
+    END IF;
+    RETURN token;
+END
+$$;
+COMMENT ON FUNCTION fencing.raise_fence(regclass, fencing.fence, text[]) IS
+    'the first meter: raise the key-scope fence of the key given by its values (table scope: no values) of a protected table to token, without writing a row; SF001 when token does not beat it; returns token';
+
+CREATE FUNCTION fencing.raise_fence(tbl regclass, token text, VARIADIC key text[] DEFAULT '{}')
+    RETURNS fencing.fence
+    LANGUAGE sql VOLATILE PARALLEL UNSAFE
+    AS $$ SELECT fencing.raise_fence(tbl, fencing.fence_from_text(token), VARIADIC key) $$;
+COMMENT ON FUNCTION fencing.raise_fence(regclass, text, text[]) IS
+    'fencing.raise_fence() with the token written E:C';
+
+-- Call a scope's writer with key values converted by args ($1[i]::type, ...).
+CREATE FUNCTION fencing.call_writer(writer regprocedure, args text, key text[], token fencing.fence, strict boolean)
+    RETURNS fencing.fence_pair
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lost fencing.fence_pair;
+BEGIN
+    EXECUTE format('SELECT (%s(%s$2, $3)).*', writer::oid::regproc, args) INTO lost USING key, token, strict;
+    RETURN lost;
+END
+$$;
+COMMENT ON FUNCTION fencing.call_writer(regprocedure, text, text[], fencing.fence, boolean) IS
+    'internal: call a scope''s writer with key values given as text';
+
 -- Forget a scope no protected table uses: its fences and its owner, so that
 -- any role may protect into the name again.  For the edition's owner (and
 -- whom it grants it to).
@@ -2818,27 +2955,28 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_expires timestamptz := fencing.lease_args(lease_next.name, lease_next.ttl, false, v_now);
+    v_epoch bigint;
     v_token fencing.fence;
 BEGIN
     IF lease_next.token IS NOT NULL THEN
+        v_epoch := fencing.grant_epoch();
+        -- the next token of the same grant (its holder and start unchanged),
+        -- beating every earlier one as a grant's does
         UPDATE fencing.leases AS l
-           SET token = fencing.next(l.token),
+           SET token = CASE WHEN (l.token).epoch < v_epoch THEN ROW(v_epoch, 1)::fencing.fence_pair
+                            ELSE fencing.next(l.token) END,
                expires_at = coalesce(v_expires, l.expires_at)
          WHERE l.name = lease_next.name AND l.token = lease_next.token AND l.expires_at > v_now
         RETURNING (l.token).* INTO v_token;
         IF FOUND THEN
-            IF v_expires IS NOT NULL THEN
-                PERFORM nextval('fencing.lease_stat_renewed');
-            END IF;
+            PERFORM nextval('fencing.lease_stat_renewed');
             RETURN v_token;
         END IF;
     END IF;
     IF NOT EXISTS (SELECT FROM fencing.leases l WHERE l.name = lease_next.name) THEN
         PERFORM fencing.lease_refuse_foreign(lease_next.name);
     END IF;
-    IF v_expires IS NOT NULL THEN
-        PERFORM nextval('fencing.lease_stat_renew_failed');
-    END IF;
+    PERFORM nextval('fencing.lease_stat_renew_failed');
     RETURN NULL;
 END
 $$;
@@ -2946,8 +3084,7 @@ BEGIN
                   TABLE = relname, SCHEMA = nspname;
     END IF;
     PERFORM nextval('fencing.lease_stat_rejected');
-    PERFORM fencing.count(relid, CASE WHEN h.state IN ('moved_live', 'moved_expired') THEN 'rejected_stale'
-                                      ELSE 'rejected_lease_expired' END);
+    PERFORM fencing.count(relid, 'rejected_lease_expired');
     SELECT c.relname, n.nspname INTO relname, nspname
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = relid;
     -- the lease's token, for the roles that may see it (row security)

@@ -190,8 +190,10 @@ BEGIN
         PERFORM fencing.raise_stale_hidden(token, relid, scope_name);
     END IF;
     PERFORM fencing.raise_stale(token, lost_to, relid,
-                                CASE WHEN scope_name IS NOT NULL
-                                     THEN format('scope "%s" key %s', scope_name, key) END);
+                                CASE WHEN scope_name IS NOT NULL AND key IS NOT NULL
+                                     THEN format('scope "%s" key %s', scope_name, key)
+                                     WHEN scope_name IS NOT NULL
+                                     THEN format('scope "%s"', scope_name) END);
 END
 $$;
 

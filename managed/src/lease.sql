@@ -401,27 +401,28 @@ AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
     v_expires timestamptz := fencing.lease_args(lease_next.name, lease_next.ttl, false, v_now);
+    v_epoch bigint;
     v_token fencing.fence;
 BEGIN
     IF lease_next.token IS NOT NULL THEN
+        v_epoch := fencing.grant_epoch();
+        -- the next token of the same grant (its holder and start unchanged),
+        -- beating every earlier one as a grant's does
         UPDATE fencing.leases AS l
-           SET token = fencing.next(l.token),
+           SET token = CASE WHEN (l.token).epoch < v_epoch THEN ROW(v_epoch, 1)::fencing.fence_pair
+                            ELSE fencing.next(l.token) END,
                expires_at = coalesce(v_expires, l.expires_at)
          WHERE l.name = lease_next.name AND l.token = lease_next.token AND l.expires_at > v_now
         RETURNING (l.token).* INTO v_token;
         IF FOUND THEN
-            IF v_expires IS NOT NULL THEN
-                PERFORM nextval('fencing.lease_stat_renewed');
-            END IF;
+            PERFORM nextval('fencing.lease_stat_renewed');
             RETURN v_token;
         END IF;
     END IF;
     IF NOT EXISTS (SELECT FROM fencing.leases l WHERE l.name = lease_next.name) THEN
         PERFORM fencing.lease_refuse_foreign(lease_next.name);
     END IF;
-    IF v_expires IS NOT NULL THEN
-        PERFORM nextval('fencing.lease_stat_renew_failed');
-    END IF;
+    PERFORM nextval('fencing.lease_stat_renew_failed');
     RETURN NULL;
 END
 $$;
@@ -529,8 +530,7 @@ BEGIN
                   TABLE = relname, SCHEMA = nspname;
     END IF;
     PERFORM nextval('fencing.lease_stat_rejected');
-    PERFORM fencing.count(relid, CASE WHEN h.state IN ('moved_live', 'moved_expired') THEN 'rejected_stale'
-                                      ELSE 'rejected_lease_expired' END);
+    PERFORM fencing.count(relid, 'rejected_lease_expired');
     SELECT c.relname, n.nspname INTO relname, nspname
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = relid;
     -- the lease's token, for the roles that may see it (row security)
