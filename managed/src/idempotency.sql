@@ -224,10 +224,14 @@ BEGIN
             ON CONFLICT (key) DO NOTHING
             RETURNING (k.claim).* INTO c;
         ELSE
-            -- without wait, any wait for another transaction is SF004
+            -- without wait, any wait for another transaction is SF004: a
+            -- row another transaction locked or changes is found at once;
+            -- one it is inserting, after a millisecond
             saved_timeout := pg_catalog.current_setting('lock_timeout');
             PERFORM pg_catalog.set_config('lock_timeout', '1ms', true);
             BEGIN
+                PERFORM FROM fencing.idempotency_keys k
+                  WHERE k.key OPERATOR(pg_catalog.=) idem_begin.key FOR SHARE NOWAIT;
                 INSERT INTO fencing.idempotency_keys AS k
                        (key, request_hash, state, result, claim, recovery_point, locked_until,
                         expires_at, created_at, updated_at, owner)

@@ -98,37 +98,62 @@ fencing_managed_db() {
 }
 
 fencing_managed_regress() {
-    local out=$1 db=$2 t stage st n bad regress
-    shift 2
+    fencing_managed_run regress "$@"
+}
+
+#   fencing_managed_isolation OUT DB SPEC...  the isolation specs SPEC against
+#                                       DB: test/isolation/specs/SPEC.spec
+#                                       transcribed; expected output
+#                                       managed/isolation/expected/SPEC*.out when
+#                                       there is one, else test/isolation/expected/
+fencing_managed_isolation() {
+    fencing_managed_run isolation "$@"
+}
+
+fencing_managed_run() {
+    local kind=$1 out=$2 db=$3 t stage st n bad runner src exp mexp ext
+    shift 3
     stage=$out/stage
-    rm -rf "$out" && mkdir -p "$stage/sql" "$stage/expected" "$out/results"
+    case $kind in
+    regress) src=$FENCING_SRC/sql ext=sql exp=$FENCING_SRC/expected mexp=$FENCING_SRC/managed/expected
+             runner=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress ;;
+    isolation) src=$FENCING_SRC/test/isolation/specs ext=spec exp=$FENCING_SRC/test/isolation/expected
+               mexp=$FENCING_SRC/managed/isolation/expected
+               runner=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress ;;
+    esac
+    rm -rf "$out" && mkdir -p "$stage/$ext" "$stage/expected" "$out/results"
+    [ "$kind" = isolation ] && mv "$stage/$ext" "$stage/specs"
     for t in "$@"; do
-        if [ -f "$FENCING_SRC/managed/sql/$t.sql" ]; then
+        if [ "$kind" = regress ] && [ -f "$FENCING_SRC/managed/sql/$t.sql" ]; then
             cp "$FENCING_SRC/managed/sql/$t.sql" "$stage/sql/"
+        elif [ "$kind" = regress ]; then
+            fencing_managed_transcribe "$src/$t.sql" >"$stage/sql/$t.sql"
         else
-            fencing_managed_transcribe "$FENCING_SRC/sql/$t.sql" >"$stage/sql/$t.sql"
+            # (psql's \set means nothing to isolationtester)
+            fencing_managed_transcribe "$src/$t.spec" | sed 1d >"$stage/specs/$t.spec"
         fi
-        if compgen -G "$FENCING_SRC/managed/expected/$t*.out" >/dev/null; then
-            cp "$FENCING_SRC"/managed/expected/"$t".out "$FENCING_SRC"/managed/expected/"$t"_[0-9].out "$stage/expected/" 2>/dev/null
+        if compgen -G "$mexp/$t.out" >/dev/null; then
+            cp "$mexp/$t.out" "$stage/expected/"
+            cp "$mexp/$t"_[0-9].out "$stage/expected/" 2>/dev/null
         else
-            cp "$FENCING_SRC"/expected/"$t".out "$FENCING_SRC"/expected/"$t"_[0-9].out "$stage/expected/" 2>/dev/null
+            cp "$exp/$t.out" "$stage/expected/"
+            cp "$exp/$t"_[0-9].out "$stage/expected/" 2>/dev/null
         fi
     done
     chown -R postgres: "$out"
-    regress=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress
-    (cd "$out" && fencing_as_postgres "$regress" --inputdir="$stage" --outputdir="$out" \
+    (cd "$out" && fencing_as_postgres "$runner" --inputdir="$stage" --outputdir="$out" \
         --use-existing --dbname="$db" --bindir="$FENCING_BINDIR" "$@") >"$out.log" 2>&1
     st=$?
     sed -nE -e 's/^(test)? +([^ ]+) +\.\.\. +ok( .*)?$/ok - \2/p' \
         -e 's/^(test)? +([^ ]+) +\.\.\. +(FAILED|failed|ignored).*$/not ok - \2/p' \
         -e 's/^ok [0-9]+ +- +([^ ]+).*$/ok - \1/p' \
         -e 's/^not ok [0-9]+ +- +([^ ]+).*$/not ok - \1/p' "$out.log" \
-        | awk '{ sub(/ - /, " " NR " - managed/"); print }' >"$out/tests.tap"
+        | awk '{ sub(/ - /, " " NR " - managed '"$kind"'/"); print }' >"$out/tests.tap"
     n=$(wc -l <"$out/tests.tap")
     bad=$(grep -c '^not ok' "$out/tests.tap")
     cat "$out/tests.tap"
     if [ "$st" -ne 0 ] && [ "$bad" -eq 0 ]; then
-        echo "not ok $((n + 1)) - managed: pg_regress exited $st without a failing test (see $out.log)"
+        echo "not ok $((n + 1)) - managed $kind: exited $st without a failing test (see $out.log)"
         tail -20 "$out.log" | sed 's/^/# /'
     fi
     [ -f "$out/regression.diffs" ] && head -300 "$out/regression.diffs" | sed 's/^/# /'
@@ -138,9 +163,9 @@ fencing_managed_regress() {
 # The body of the managed suites (test/suites/managed.sh, pgtle;
 # managed_script.sh, script): the install files up to date; the edition
 # installed by a role that is not a superuser and holds only what RDS's
-# admin role holds; the regression files of managed/regress.list against
-# it; installed by a superuser, the DDL guard; the isolation specs of
-# managed/isolation.list.  One cluster of its own.  Prints TAP.
+# admin role holds; the regression files of managed/regress.list and the
+# isolation specs of managed/isolation.list against it; installed by a
+# superuser, the DDL guard.  One cluster of its own.  Prints TAP.
 fencing_managed_suite() {
     local route=$1 list out=$FENCING_WORK/managed-$1
     if [ "$route" = pgtle ] && [ -z "$(fencing_pgtle_tarball)" ]; then
@@ -165,6 +190,20 @@ fencing_managed_suite() {
     cat "$out/regress.tap"
     tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/regress.tap")))
     tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/regress.tap")))
+
+    # the isolation specs once (the two routes install the same code): in
+    # the pgtle suite, in a database of its own, as make installcheck
+    # gives them
+    if [ "$route" = pgtle ]; then
+    fencing_managed_db isolation "$route" regress_rds_admin >"$out/install_iso.log" 2>&1 \
+        || { sed 's/^/# /' "$out/install_iso.log"; fencing_die "cannot install the edition for the isolation specs"; }
+    list=$(sed 's/#.*//' "$FENCING_SRC/managed/isolation.list" | xargs)
+    # shellcheck disable=SC2086
+    fencing_managed_isolation "$out/isolation" isolation $list | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out/isolation.tap"
+    cat "$out/isolation.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/isolation.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/isolation.tap")))
+    fi
 
     fencing_managed_db regression_su "$route" postgres >"$out/install_su.log" 2>&1
     tap_ok $? "managed ($route): installed by a superuser, with the DDL guard"
