@@ -91,60 +91,74 @@ CREATE TYPE fencing.fence_pair AS (epoch bigint, counter bigint);
 COMMENT ON TYPE fencing.fence_pair IS
     'the two parts of a fence; use the domain fencing.fence, which refuses missing and negative parts';
 
--- NULL is a fence column without a token; (,) and negative parts are no fence.
-CREATE DOMAIN fencing.fence AS fencing.fence_pair
-    CONSTRAINT fence_parts CHECK (
-        (VALUE) IS NOT DISTINCT FROM NULL
-        OR ((VALUE).epoch IS NOT NULL AND (VALUE).counter IS NOT NULL
-            AND (VALUE).epoch OPERATOR(pg_catalog.>=) 0 AND (VALUE).counter OPERATOR(pg_catalog.>=) 0));
-COMMENT ON DOMAIN fencing.fence IS
-    'fencing token (epoch, counter), ordered by epoch, then counter; text form (E,C), fencing.fence_text() gives E:C';
-
--- Report a part out of range (22003), as the C edition's constructors do.
-CREATE FUNCTION fencing.fence_out_of_range(epoch bigint, counter bigint) RETURNS fencing.fence
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+-- A fence refused by the domain: a part negative (22003, as the C
+-- edition's constructors report it) or missing.  STRICT: a NULL fence is
+-- a fence column without a token, never refused (and never a call).
+CREATE FUNCTION fencing.fence_invalid(f fencing.fence_pair) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RAISE EXCEPTION 'fence (%, %) is out of range', epoch, counter
+    IF f.epoch IS NULL OR f.counter IS NULL THEN
+        RAISE EXCEPTION 'a fence has both an epoch and a counter'
+            USING ERRCODE = 'null_value_not_allowed',
+                  DETAIL = format('Fence (%s,%s) has %s.', f.epoch, f.counter,
+                                  CASE WHEN f.epoch IS NULL AND f.counter IS NULL THEN 'neither'
+                                       WHEN f.epoch IS NULL THEN 'no epoch' ELSE 'no counter' END),
+                  HINT = 'A fence column without a token holds NULL.';
+    END IF;
+    RAISE EXCEPTION 'fence (%, %) is out of range', f.epoch, f.counter
         USING ERRCODE = 'numeric_value_out_of_range',
               DETAIL = 'The epoch and the counter of a fence must each be between 0 and 9223372036854775807.';
 END
 $$;
-COMMENT ON FUNCTION fencing.fence_out_of_range(bigint, bigint) IS
-    'internal: raise 22003 for a fence with a negative part';
+COMMENT ON FUNCTION fencing.fence_invalid(fencing.fence_pair) IS
+    'internal: raise the error of a value the domain fencing.fence refuses';
 
+-- NULL is a fence column without a token; (,), (3,) and negative parts
+-- are no fence.  The check costs every write of a fence: two fields and
+-- two comparisons, and the call only for a value it refuses.
+CREATE DOMAIN fencing.fence AS fencing.fence_pair
+    CONSTRAINT fence_parts CHECK (
+        (VALUE).epoch OPERATOR(pg_catalog.>=) 0 AND (VALUE).counter OPERATOR(pg_catalog.>=) 0
+        OR fencing.fence_invalid(VALUE));
+COMMENT ON DOMAIN fencing.fence IS
+    'fencing token (epoch, counter), ordered by epoch, then counter; text form (E,C), fencing.fence_text() gives E:C';
+
+-- Not STRICT, but NULL in, NULL out all the same (a CASE without ELSE):
+-- PostgreSQL inlines a SQL function only when it is not STRICT or its
+-- body is, and an inlined constructor costs a tenth of a called one.  A
+-- negative part is the domain's to refuse (22003, fence_invalid()).
 CREATE FUNCTION fencing.fence(epoch bigint, counter bigint) RETURNS fencing.fence
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT CASE WHEN epoch OPERATOR(pg_catalog.>=) 0 AND counter OPERATOR(pg_catalog.>=) 0
-                THEN ROW(epoch, counter)::fencing.fence_pair::fencing.fence
-                ELSE fencing.fence_out_of_range(epoch, counter) END
+    SELECT (CASE WHEN epoch IS NOT NULL AND counter IS NOT NULL
+                 THEN ROW(epoch, counter)::fencing.fence_pair END)::fencing.fence
 $$;
 COMMENT ON FUNCTION fencing.fence(bigint, bigint) IS
     'build a fence from its epoch and counter';
 
 CREATE FUNCTION fencing.fence(counter bigint) RETURNS fencing.fence
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT fencing.fence(0, counter) $$;
 COMMENT ON FUNCTION fencing.fence(bigint) IS 'a counter as a fence of epoch 0';
 
 CREATE FUNCTION fencing.fence(counter integer) RETURNS fencing.fence
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT fencing.fence(0, counter::bigint) $$;
 COMMENT ON FUNCTION fencing.fence(integer) IS 'a counter as a fence of epoch 0';
 
 CREATE FUNCTION fencing.epoch(f fencing.fence) RETURNS bigint
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT (f).epoch $$;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT (f).epoch $$;
 COMMENT ON FUNCTION fencing.epoch(fencing.fence) IS 'the epoch of a fence';
 
 CREATE FUNCTION fencing.counter(f fencing.fence) RETURNS bigint
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT (f).counter $$;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT (f).counter $$;
 COMMENT ON FUNCTION fencing.counter(fencing.fence) IS 'the counter of a fence';
 
 -- The text form of the C edition, E:C.
 CREATE FUNCTION fencing.fence_text(f fencing.fence) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT ((f).epoch)::pg_catalog.text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) ((f).counter)::pg_catalog.text $$;
 COMMENT ON FUNCTION fencing.fence_text(fencing.fence) IS
     'a fence written E:C, as the C edition writes it (3:42)';
@@ -237,13 +251,13 @@ COMMENT ON FUNCTION fencing.fence_from_text(text) IS
 -- (E,C): write fencing.fence(3, 42), '(3,42)', or carry the token in
 -- fencing.token.)
 CREATE FUNCTION fencing.fence_pair_from_int8(counter bigint) RETURNS fencing.fence_pair
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence(0, counter)::fencing.fence_pair $$;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT fencing.fence(0, counter)::fencing.fence_pair $$;
 CREATE FUNCTION fencing.fence_pair_from_int4(counter integer) RETURNS fencing.fence_pair
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence(0, counter::bigint)::fencing.fence_pair $$;
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT fencing.fence(0, counter::bigint)::fencing.fence_pair $$;
 CREATE FUNCTION fencing.fence_pair_from_text(input text) RETURNS fencing.fence_pair
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$ SELECT fencing.fence_from_text(input)::fencing.fence_pair $$;
 CREATE FUNCTION fencing.fence_pair_text(f fencing.fence_pair) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT ((f).epoch)::pg_catalog.text OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) ((f).counter)::pg_catalog.text $$;
 COMMENT ON FUNCTION fencing.fence_pair_from_int8(bigint) IS 'internal: the cast bigint -> fence';
 COMMENT ON FUNCTION fencing.fence_pair_from_int4(integer) IS 'internal: the cast integer -> fence';
@@ -814,7 +828,7 @@ BEGIN
              WHERE a.attrelid = s.storage AND a.attnum > 0 AND NOT a.attisdropped
                AND a.attname NOT IN ('fence', 'xact');
         END IF;
-        RETURN QUERY EXECUTE format('SELECT $1, %s, x.fence FROM %s x', keys, s.storage)
+        RETURN QUERY EXECUTE format('SELECT $1, %s, x.fence::fencing.fence FROM %s x', keys, s.storage)
             USING s.name;
     END LOOP;
 END
@@ -850,8 +864,12 @@ $$;
 COMMENT ON FUNCTION fencing.protected_root(oid) IS
     'internal: the protected table whose guard covers relid (itself, or the partitioned table or inheritance parent it belongs to)';
 
+-- The edition's own settings are named fencing_sql.*: fencing.token and
+-- fencing.bypass are the C edition's, and where its library is loaded
+-- (a server moving to it) it reserves every other name under fencing.
+
 -- Has this transaction's guard written a row version of relid with token?
--- A transaction-local setting, fencing.accepted, lists the (table, token)
+-- A transaction-local setting, fencing_sql.accepted, lists the (table, token)
 -- pairs whose writes the guard accepted: a row version whose fence is such
 -- a token was written by this transaction's guard, or by an earlier
 -- transaction with the same token (told apart, where the table has a
@@ -1166,6 +1184,7 @@ DECLARE
     i int;
     storage regclass;
     writer regprocedure;
+    eqops text[];
 BEGIN
     LOOP
         tname := 'scope_' || h || CASE WHEN attempt > 1 THEN '_' || attempt ELSE '' END;
@@ -1191,7 +1210,10 @@ BEGIN
         cols := left(cols, -2);
     END IF;
     BEGIN
-        EXECUTE format('CREATE TABLE fencing.%I (%s, fence fencing.fence NOT NULL, xact xid8) WITH (fillfactor = 50)',
+        -- (fence a pair, not the domain: only the writer writes it, from
+        -- tokens already checked, and the domain's check would cost every
+        -- write of the scope)
+        EXECUTE format('CREATE TABLE fencing.%I (%s, fence fencing.fence_pair NOT NULL, xact xid8) WITH (fillfactor = 50)',
                        tname, cols);
         EXECUTE format('CREATE UNIQUE INDEX %I ON fencing.%I (%s) NULLS NOT DISTINCT',
                        tname || '_key', tname, keys);
@@ -1202,6 +1224,17 @@ BEGIN
                   HINT = 'Use key columns of types with a default btree operator class, such as text, integer, uuid or date.';
     END;
     storage := format('fencing.%I', tname)::regclass;
+    -- each key column's equality, the one its index compares with (an
+    -- extension's type has its operator in the extension's schema)
+    SELECT array_agg(format('OPERATOR(%I.%s)', n.nspname, o.oprname) ORDER BY k.ord) INTO eqops
+      FROM pg_index x
+      CROSS JOIN LATERAL unnest(x.indclass::oid[]) WITH ORDINALITY AS k(opclass, ord)
+      JOIN pg_opclass c ON c.oid = k.opclass
+      JOIN pg_amop a ON a.amopfamily = c.opcfamily AND a.amoplefttype = c.opcintype
+                    AND a.amoprighttype = c.opcintype AND a.amopstrategy = 3
+      JOIN pg_operator o ON o.oid = a.amopopr
+      JOIN pg_namespace n ON n.oid = o.oprnamespace
+     WHERE x.indexrelid = format('fencing.%I', tname || '_key')::regclass;
     -- readable by the roles fencing.may_read_scope() names, writable by
     -- its owner (the edition's) alone
     EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', storage);
@@ -1212,32 +1245,43 @@ BEGIN
     -- write of the scope's tables, and a SET clause costs a GUC save and
     -- restore per call)
     EXECUTE format($f$
-        CREATE FUNCTION fencing.%1$I(%2$s token fencing.fence, strict boolean, seed boolean DEFAULT false)
+        CREATE FUNCTION fencing.%1$I(%2$s te bigint, tc bigint, strict boolean, seed boolean DEFAULT false)
             RETURNS fencing.fence_pair
             LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
         AS $w$
         DECLARE
             fe bigint;
             fc bigint;
-            x pg_catalog.xid8;
-            me pg_catalog.xid8;
+            mine boolean;
         BEGIN
-            IF seed THEN
-                INSERT INTO fencing.%3$I AS s (%4$s, fence, xact) VALUES (%5$s, token, NULL)
+            IF te IS NULL THEN
+                -- no token: the key's fence when this transaction wrote it, else NULL
+                SELECT s.fence INTO fe FROM fencing.%3$I AS s
+                 WHERE %7$s AND s.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id();
+                RETURN fe;
+            ELSIF seed THEN
+                INSERT INTO fencing.%3$I AS s (%4$s, fence, xact) VALUES (%5$s, ROW(te, tc)::fencing.fence_pair, NULL)
                 ON CONFLICT (%4$s) DO UPDATE SET fence = EXCLUDED.fence
                  WHERE s.fence OPERATOR(pg_catalog.<) EXCLUDED.fence;
                 RETURN NULL;
             END IF;
-            me := pg_catalog.pg_current_xact_id();
-            INSERT INTO fencing.%3$I AS s (%4$s, fence, xact) VALUES (%5$s, token, me)
+            -- the usual write: a newer token for a key there is
+            UPDATE fencing.%3$I AS s SET fence = ROW(te, tc)::fencing.fence_pair, xact = pg_catalog.pg_current_xact_id()
+             WHERE %6$s AND s.fence OPERATOR(pg_catalog.<) ROW(te, tc)::fencing.fence_pair;
+            IF FOUND THEN
+                RETURN NULL;
+            END IF;
+            -- a new key (or a NULL one), the same token or an older one
+            INSERT INTO fencing.%3$I AS s (%4$s, fence, xact)
+            VALUES (%5$s, ROW(te, tc)::fencing.fence_pair, pg_catalog.pg_current_xact_id())
             ON CONFLICT (%4$s) DO UPDATE
                SET fence = CASE WHEN s.fence OPERATOR(pg_catalog.<) EXCLUDED.fence
                                 THEN EXCLUDED.fence ELSE s.fence END,
                    xact = CASE WHEN s.fence OPERATOR(pg_catalog.<) EXCLUDED.fence
                                THEN EXCLUDED.xact ELSE s.xact END
-            RETURNING (s.fence).epoch, (s.fence).counter, s.xact INTO fe, fc, x;
-            IF fe OPERATOR(pg_catalog.=) (token).epoch AND fc OPERATOR(pg_catalog.=) (token).counter
-               AND (x OPERATOR(pg_catalog.=) me OR NOT strict) THEN
+            RETURNING (s.fence).epoch, (s.fence).counter,
+                      s.xact OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id() INTO fe, fc, mine;
+            IF fe OPERATOR(pg_catalog.=) te AND fc OPERATOR(pg_catalog.=) tc AND (mine OR NOT strict) THEN
                 RETURN NULL;
             END IF;
             RETURN ROW(fe, fc)::fencing.fence_pair;
@@ -1245,7 +1289,16 @@ BEGIN
         $w$
         $f$, tname || '_write', params, tname, keys,
         CASE WHEN table_scope THEN 'true'
-             ELSE (SELECT string_agg(format('p%s', g.g), ', ' ORDER BY g.g) FROM generate_series(1, n) g(g)) END);
+             ELSE (SELECT string_agg(format('p%s', g.g), ', ' ORDER BY g.g) FROM generate_series(1, n) g(g)) END,
+        -- the key there is: equal, so that its index finds it (a NULL key
+        -- is the upsert's)
+        CASE WHEN table_scope THEN 's.key_1'
+             ELSE (SELECT string_agg(format('s.key_%s %s p%s', g.g, eqops[g.g], g.g), ' AND ' ORDER BY g.g)
+                     FROM generate_series(1, n) g(g)) END,
+        CASE WHEN table_scope THEN 's.key_1'
+             ELSE (SELECT string_agg(format('(s.key_%s %s p%s OR (s.key_%s IS NULL AND p%s IS NULL))',
+                                            g.g, eqops[g.g], g.g, g.g, g.g), ' AND ' ORDER BY g.g)
+                     FROM generate_series(1, n) g(g)) END);
     writer := (SELECT p.oid FROM pg_proc p WHERE p.proname = tname || '_write'
                 AND p.pronamespace = 'fencing'::regnamespace)::regprocedure;
     EXECUTE format('COMMENT ON FUNCTION %s IS %L', writer,
@@ -1260,6 +1313,124 @@ $$;
 COMMENT ON FUNCTION fencing.scope_create(text, regrole, regtype[], oid[]) IS
     'internal: create and register the storage table and writer of a new scope (protect() does this itself)';
 
+-- The fast paths of a guard (see guard_source): the usual accepted write,
+-- decided in one or two expressions and left at once.  Row scope: a
+-- write whose token is the fence column's (an INSERT's, or an UPDATE's
+-- newer than the row's fence: an INSERT's OLD is NULL), an INSERT without
+-- a token, an UPDATE whose token is the setting's (newer than the row's
+-- fence, the column unchanged or the token, in a transaction whose guards
+-- have written nothing yet: fencing_sql.written).  Key and table scope: an
+-- INSERT whose token is the column's, accepted by the scope's writer.  A
+-- partitioned table's UPDATE always takes the general path (a row that
+-- moves takes its token to its DELETE there).  A table without a primary
+-- key remembers each accepted token for the transaction
+-- (fencing_sql.accepted); see guard_source.  Whatever they do not
+-- decide, the general path does.
+--
+-- What they cost is what PostgreSQL does for every expression a
+-- PL/pgSQL function evaluates in a transaction for the first time: it
+-- prepares it anew, each function call in it with a permission check; so
+-- the conditions test the common case first and call few functions.
+CREATE FUNCTION fencing.guard_fast_source(key_columns name[], strict boolean, writer regprocedure,
+                                          lease text, remember boolean, partitioned boolean)
+    RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    rem text := '';
+    keys text;
+    src text;
+BEGIN
+    IF lease IS NOT NULL THEN
+        RETURN '';      -- every write is checked against its lease
+    END IF;
+    IF remember THEN
+        rem := $r$
+        a := CASE WHEN pg_catalog.strpos(coalesce(pg_catalog.current_setting('fencing_sql.accepted', true), ''),
+                                         pg_catalog.format(',%s/%s,', TG_RELID, @T@)) OPERATOR(pg_catalog.=) 0
+                  THEN pg_catalog.set_config('fencing_sql.accepted',
+                           coalesce(nullif(pg_catalog.current_setting('fencing_sql.accepted', true), ''), ',')
+                           OPERATOR(pg_catalog.||) pg_catalog.format('%s/%s,', TG_RELID, @T@), true) END;$r$;
+    END IF;
+    IF key_columns IS NULL THEN
+        src := $f$
+    IF s OPERATOR(pg_catalog.=) '' THEN
+        IF @COLUMN@ AND @MARK@ THEN
+@REM_NEW@
+            RETURN NEW;
+        ELSIF TG_OP OPERATOR(pg_catalog.=) 'INSERT' AND NEW.@F@ IS NULL AND @MARK@ THEN
+            -- a new row without a token: nothing to beat
+@REM_NEW_IF@
+            RETURN NEW;
+        END IF;
+@SETTING@
+    END IF;
+$f$;
+        src := replace(src, '@COLUMN@', CASE WHEN partitioned
+            THEN 'TG_OP OPERATOR(pg_catalog.=) ''INSERT'' AND NEW.@F@ IS NOT NULL'
+            ELSE 'NEW.@F@ IS NOT NULL AND (OLD.@F@ IS NULL OR NEW.@F@ OPERATOR(pg_catalog.>) OLD.@F@)' END);
+        src := replace(src, '@SETTING@', CASE WHEN partitioned THEN '' ELSE $t$
+    ELSIF s OPERATOR(pg_catalog.<>) '!' AND TG_OP OPERATOR(pg_catalog.=) 'UPDATE'
+          AND coalesce(pg_catalog.current_setting('fencing_sql.written', true), '') OPERATOR(pg_catalog.=) '' THEN
+        -- the setting's token, in a transaction whose guards have written
+        -- nothing yet: the row version being replaced is not theirs
+        lost := fencing.token_of(s);
+        IF lost IS NULL THEN
+            lost := fencing.fence_from_text(s);
+        END IF;
+        IF (OLD.@F@ IS NULL OR lost OPERATOR(pg_catalog.>) OLD.@F@)
+           AND (NEW.@F@ IS NOT DISTINCT FROM OLD.@F@ OR NEW.@F@ OPERATOR(pg_catalog.=) lost)
+           AND @MARK@ THEN
+            NEW.@F@ := lost;
+@REM_T@
+            RETURN NEW;
+        END IF;$t$ END);
+        RETURN replace(replace(replace(src,
+            '@REM_NEW@', replace(rem, '@T@', 'NEW.@F@')),
+            '@REM_T@', replace(rem, '@T@', 'lost')),
+            '@REM_NEW_IF@', '');
+    END IF;
+    -- key and table scope: an INSERT whose token is the column's, accepted
+    -- by the writer (a refused one is the general path's to report: it
+    -- asks the writer again, which changes nothing)
+    IF cardinality(key_columns) = 0 THEN
+        keys := '';
+    ELSE
+        keys := (SELECT string_agg(format('NEW.%I, ', k), '' ORDER BY o)
+                   FROM unnest(key_columns) WITH ORDINALITY AS x(k, o));
+    END IF;
+    RETURN replace(replace(replace(replace($f$
+    IF s OPERATOR(pg_catalog.=) '' AND TG_OP OPERATOR(pg_catalog.=) 'INSERT' AND NEW.@F@ IS NOT NULL
+       AND @W@(@KEYS@(NEW.@F@).epoch, (NEW.@F@).counter, @STRICT@) IS NULL THEN
+@REM_NEW@
+        RETURN NEW;
+    END IF;
+$f$, '@REM_NEW@', replace(rem, '@T@', 'NEW.@F@')),
+     '@W@', writer::oid::regproc::text), '@KEYS@', keys), '@STRICT@', strict::text);
+END
+$$;
+COMMENT ON FUNCTION fencing.guard_fast_source(name[], boolean, regprocedure, text, boolean, boolean) IS
+    'internal: the fast paths of a protected table''s guard trigger function';
+
+-- A token held as text (the setting): digits:digits (19 characters at
+-- most, so that neither part can overflow) read in place; NULL for any
+-- other form, which the caller reads with fencing.fence_from_text() (and
+-- its errors).  Inlined; a regular expression would cost more than these
+-- five calls.
+CREATE FUNCTION fencing.token_of(s text) RETURNS fencing.fence_pair
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN pg_catalog.translate(s, '0123456789', '') OPERATOR(pg_catalog.=) ':'
+                     AND pg_catalog.length(s) OPERATOR(pg_catalog.<=) 19
+                     AND pg_catalog.strpos(s, ':') OPERATOR(pg_catalog.>) 1
+                     AND pg_catalog.strpos(s, ':') OPERATOR(pg_catalog.<) pg_catalog.length(s)
+                THEN ROW(pg_catalog.split_part(s, ':', 1)::pg_catalog.int8,
+                         pg_catalog.split_part(s, ':', 2)::pg_catalog.int8)::fencing.fence_pair END
+$$;
+COMMENT ON FUNCTION fencing.token_of(text) IS
+    'internal: the token of a setting when it is digits:digits, else NULL';
+
 -- The source of the guard trigger function of a protected table.  Row,
 -- key or table scope, strict or not, with a lease or not: each table's
 -- guard holds only the code its settings need.  The order of a write's
@@ -1267,6 +1438,12 @@ COMMENT ON FUNCTION fencing.scope_create(text, regrole, regtype[], oid[]) IS
 -- column, for an UPDATE when the statement changed it or when this
 -- transaction's guard wrote the row version it replaces, for an INSERT
 -- when it is not NULL; else none.  Both and different: SF002.
+--
+-- Written for speed: a token is two bigints (te, tc; the column's ce, cc,
+-- the old row's oe, oc), compared field by field; every statement on the
+-- way of an accepted write is an expression PL/pgSQL evaluates without
+-- the executor (no PERFORM, no query); the usual token, digits:digits, is
+-- read in place; the error paths call helpers.
 CREATE FUNCTION fencing.guard_source(fence_column name, key_columns name[], strict boolean,
                                      scope_name text, writer regprocedure, lease text,
                                      pk_columns name[], partitioned boolean)
@@ -1287,63 +1464,94 @@ DECLARE
 BEGIN
     src := $g$
 DECLARE
-    s text := pg_catalog.current_setting('fencing.token', true);
-    t fencing.fence_pair;
-    c fencing.fence_pair;
-    o fencing.fence_pair;
-    lost fencing.fence_pair;
-    have_c boolean := false;
+    s text;
+    te bigint;
+    tc bigint;
+    ce bigint;
+    cc bigint;
+    oe bigint;
+    oc bigint;
+    has_t boolean;
+    has_c boolean;
     wrote boolean;
+    lost fencing.fence_pair;
     xm pg_catalog.xid;
     a text;
-    mv text;
+    k text;
 BEGIN
-    IF pg_catalog.current_setting('fencing.bypass', true) IS NOT NULL
-       AND fencing.bypassing(TG_RELID, TG_OP) THEN
-        IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN RETURN OLD; END IF;
-        RETURN NEW;
+    -- the setting: '' when none; '!' when fencing.bypass exists (whether
+    -- it lets the write through is the general path's to decide: a
+    -- session that never set it, where the C edition's library is not
+    -- loaded, has none)
+    s := CASE WHEN pg_catalog.current_setting('fencing.bypass', true) IS NULL
+              THEN coalesce(pg_catalog.current_setting('fencing.token', true), '') ELSE '!' END;
+@FAST@
+    -- the general path: every case, the fast paths' too
+    has_t := false;
+    has_c := false;
+    IF s OPERATOR(pg_catalog.=) '!' THEN
+        IF fencing.bypassing(TG_RELID, TG_OP) THEN
+            IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN RETURN OLD; END IF;
+            a := pg_catalog.set_config('fencing_sql.written', '1', true);
+            RETURN NEW;
+        END IF;
+        s := coalesce(pg_catalog.current_setting('fencing.token', true), '');
     END IF;
-    IF s IS NOT NULL AND s OPERATOR(pg_catalog.<>) '' THEN
-        t := fencing.fence_from_text(s);
+    -- the token of the setting
+    IF s OPERATOR(pg_catalog.<>) '' THEN
+        lost := coalesce(fencing.token_of(s), fencing.fence_from_text(s));
+        te := lost.epoch;
+        tc := lost.counter;
+        has_t := true;
     END IF;
+    -- the token of the fence column
     IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
-        c := NEW.@F@;
-        have_c := c IS NOT NULL;
+        ce := (NEW.@F@).epoch;
+        cc := (NEW.@F@).counter;
+        has_c := ce IS NOT NULL;
     ELSIF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' THEN
-        c := NEW.@F@;
-        o := OLD.@F@;
-        IF c IS NOT NULL THEN
-            IF o IS NOT NULL AND c OPERATOR(pg_catalog.=) o THEN
+        ce := (NEW.@F@).epoch;
+        cc := (NEW.@F@).counter;
+        oe := (OLD.@F@).epoch;
+        oc := (OLD.@F@).counter;
+        IF ce IS NOT NULL THEN
+            IF oe IS NOT NULL AND ce OPERATOR(pg_catalog.=) oe AND cc OPERATOR(pg_catalog.=) oc THEN
                 -- unchanged: a token only when this transaction's guard
                 -- wrote the version it replaces (a repeat write)
 @WROTE@
-                have_c := wrote;
+                has_c := wrote;
             ELSE
-                have_c := true;
+                has_c := true;
             END IF;
         END IF;
     ELSE
-        o := OLD.@F@;
+        oe := (OLD.@F@).epoch;
+        oc := (OLD.@F@).counter;
     END IF;
-    IF t IS NOT NULL THEN
-        IF have_c AND t OPERATOR(pg_catalog.<>) c THEN
-            PERFORM fencing.refuse_conflict(TG_RELID, t, c);
+    IF has_t THEN
+        IF has_c AND (te OPERATOR(pg_catalog.<>) ce OR tc OPERATOR(pg_catalog.<>) cc) THEN
+            PERFORM fencing.refuse_conflict(TG_RELID, ROW(te, tc)::fencing.fence_pair, ROW(ce, cc)::fencing.fence_pair);
         END IF;
-    ELSIF have_c THEN
-        t := c;
+    ELSIF has_c THEN
+        te := ce;
+        tc := cc;
+        has_t := true;
     ELSE
         IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
             -- the DELETE of an UPDATE that moves its row to another
             -- partition carries the token the UPDATE was accepted with
-            mv := pg_catalog.current_setting('fencing.move', true);
-            IF mv IS NOT NULL AND mv OPERATOR(pg_catalog.<>) ''
-               AND pg_catalog.split_part(mv, '/', 1) OPERATOR(pg_catalog.=) TG_RELID::pg_catalog.text
-               AND pg_catalog.split_part(mv, '/', 2) OPERATOR(pg_catalog.=) pg_catalog.md5(OLD::pg_catalog.text) THEN
-                t := fencing.fence_from_text(pg_catalog.split_part(mv, '/', 3));
-                PERFORM pg_catalog.set_config('fencing.move', '', true);
+            a := pg_catalog.current_setting('fencing_sql.move', true);
+            IF a IS NOT NULL AND a OPERATOR(pg_catalog.<>) ''
+               AND pg_catalog.split_part(a, '/', 1) OPERATOR(pg_catalog.=) TG_RELID::pg_catalog.text
+               AND pg_catalog.split_part(a, '/', 2) OPERATOR(pg_catalog.=) pg_catalog.md5(OLD::pg_catalog.text) THEN
+                lost := fencing.fence_from_text(pg_catalog.split_part(a, '/', 3));
+                te := lost.epoch;
+                tc := lost.counter;
+                has_t := true;
+                a := pg_catalog.set_config('fencing_sql.move', '', true);
             END IF;
         END IF;
-        IF t IS NULL THEN
+        IF NOT has_t THEN
             @NO_TOKEN@
             PERFORM fencing.refuse_missing(TG_RELID, TG_OP);
         END IF;
@@ -1353,61 +1561,85 @@ BEGIN
     IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
         RETURN OLD;
     END IF;
-    IF NOT have_c OR c OPERATOR(pg_catalog.<>) t THEN
-        NEW.@F@ := t;
+    IF NOT has_c OR ce OPERATOR(pg_catalog.<>) te OR cc OPERATOR(pg_catalog.<>) tc THEN
+        NEW.@F@ := ROW(te, tc)::fencing.fence_pair;
     END IF;
-    -- one token, one transaction: remember what this guard accepted
-    a := pg_catalog.current_setting('fencing.accepted', true);
-    s := ',' OPERATOR(pg_catalog.||) TG_RELID::pg_catalog.text OPERATOR(pg_catalog.||) '/'
-         OPERATOR(pg_catalog.||) (t.epoch)::pg_catalog.text OPERATOR(pg_catalog.||) ':'
-         OPERATOR(pg_catalog.||) (t.counter)::pg_catalog.text OPERATOR(pg_catalog.||) ',';
-    IF a IS NULL OR a OPERATOR(pg_catalog.=) '' THEN
-        PERFORM pg_catalog.set_config('fencing.accepted', s, true);
-    ELSIF pg_catalog.strpos(a, s) OPERATOR(pg_catalog.=) 0 THEN
-        PERFORM pg_catalog.set_config('fencing.accepted', a OPERATOR(pg_catalog.||) pg_catalog.substr(s, 2), true);
-    END IF;
+@REMEMBER@
 @MOVE@
+    a := pg_catalog.set_config('fencing_sql.written', '1', true);
     RETURN NEW;
 END
 $g$;
+    -- the fast paths: the usual accepted writes, decided in a handful of
+    -- expressions (PL/pgSQL prepares every expression it meets anew in
+    -- each transaction, so their number is the cost); anything else falls
+    -- through to the general path
+    src := replace(src, '@FAST@', fencing.guard_fast_source(key_columns, strict, writer, lease,
+                                                           pk_columns IS NULL OR cardinality(pk_columns) = 0,
+                                                           partitioned));
+    -- fencing_sql.written: set (transaction-local) by every write a guard
+    -- lets through, so that a row version can be this transaction's only
+    -- once it is set
+    src := replace(src, '@MARK@', $m$pg_catalog.set_config('fencing_sql.written', '1', true) IS NOT NULL$m$);
     src := replace(src, '@F@', quote_ident(fence_column));
 
     -- an INSERT without a token: accepted in row scope without a lease
     -- (there is nothing to check a new row against)
     src := replace(src, '@NO_TOKEN@',
                    CASE WHEN row_scope AND lease IS NULL
-                        THEN 'IF TG_OP OPERATOR(pg_catalog.=) ''INSERT'' THEN RETURN NEW; END IF;'
+                        THEN 'IF TG_OP OPERATOR(pg_catalog.=) ''INSERT'' THEN a := pg_catalog.set_config(''fencing_sql.written'', ''1'', true); RETURN NEW; END IF;'
                         ELSE '' END);
 
     -- wrote: did this transaction's guard write the row version being
     -- replaced?  It accepted the version's fence as a token for this table
-    -- (fencing.accepted); where a primary key finds the version, its xmin
+    -- (fencing_sql.accepted); where a primary key finds the version, its xmin
     -- tells a repeat write from another transaction's write with the same
     -- token
-    wrote_src := $w$
-                a := pg_catalog.current_setting('fencing.accepted', true);
-                wrote := a IS NOT NULL
-                    AND pg_catalog.strpos(a, ',' OPERATOR(pg_catalog.||) TG_RELID::pg_catalog.text
-                                          OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) (o.epoch)::pg_catalog.text
-                                          OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) (o.counter)::pg_catalog.text
-                                          OPERATOR(pg_catalog.||) ',') OPERATOR(pg_catalog.>) 0;$w$;
-    IF pk_columns IS NOT NULL AND cardinality(pk_columns) > 0 THEN
-        wrote_src := wrote_src || format($p$
-                IF wrote AND pg_catalog.has_table_privilege(TG_RELID, 'SELECT') THEN
+    IF pk_columns IS NULL OR cardinality(pk_columns) = 0 THEN
+        -- no primary key: the transaction remembers the tokens its guard
+        -- accepted for each table (fencing_sql.accepted)
+        wrote_src := $w$
+                wrote := pg_catalog.strpos(coalesce(pg_catalog.current_setting('fencing_sql.accepted', true), ''),
+                                           pg_catalog.format(',%s/(%s,%s),', TG_RELID, oe, oc)) OPERATOR(pg_catalog.>) 0;$w$;
+        src := replace(src, '@REMEMBER@', $m$
+    -- one token, one transaction: remember what this guard accepted
+    a := CASE WHEN pg_catalog.strpos(coalesce(pg_catalog.current_setting('fencing_sql.accepted', true), ''),
+                                     pg_catalog.format(',%s/(%s,%s),', TG_RELID, te, tc)) OPERATOR(pg_catalog.=) 0
+              THEN pg_catalog.set_config('fencing_sql.accepted',
+                       coalesce(nullif(pg_catalog.current_setting('fencing_sql.accepted', true), ''), ',')
+                       OPERATOR(pg_catalog.||) pg_catalog.format('%s/(%s,%s),', TG_RELID, te, tc), true) END;$m$);
+    ELSE
+        -- a primary key finds the row version being replaced: it was
+        -- written by this transaction's guard when its xmin is (one of) this
+        -- transaction's and, in row scope, the transaction's guards have
+        -- written (fencing_sql.written), in key and table scope, the
+        -- transaction wrote the key's fence (which the writer tells)
+        wrote_src := format($p$
+                wrote := false;
+                IF %s pg_catalog.has_table_privilege(TG_RELID, 'SELECT') THEN
                     EXECUTE 'SELECT x.xmin FROM ONLY ' OPERATOR(pg_catalog.||) TG_RELID::pg_catalog.regclass::pg_catalog.text
                             OPERATOR(pg_catalog.||) ' x WHERE %s' INTO xm USING %s;
-                    wrote := xm IS NOT NULL AND fencing.xid_is_mine(xm);
+                    wrote := xm IS NOT NULL AND fencing.xid_is_mine(xm)%s;
                 END IF;$p$,
+            CASE WHEN row_scope
+                 THEN $c$pg_catalog.current_setting('fencing_sql.written', true) OPERATOR(pg_catalog.=) '1' AND$c$
+                 ELSE '' END,
             (SELECT string_agg(format('x.%I = $%s', k.name, k.ord), ' AND ' ORDER BY k.ord)
                FROM unnest(pk_columns) WITH ORDINALITY AS k(name, ord)),
             (SELECT string_agg(format('OLD.%I', k.name), ', ' ORDER BY k.ord)
-               FROM unnest(pk_columns) WITH ORDINALITY AS k(name, ord)));
+               FROM unnest(pk_columns) WITH ORDINALITY AS k(name, ord)),
+            CASE WHEN row_scope THEN ''
+                 ELSE format(' AND %s(%sNULL, NULL, false) IS NOT NULL', writer::oid::regproc::text,
+                             CASE WHEN table_scope THEN ''
+                                  ELSE (SELECT string_agg(format('OLD.%I, ', k), '' ORDER BY o)
+                                          FROM unnest(key_columns) WITH ORDINALITY AS x(k, o)) END) END);
+        src := replace(src, '@REMEMBER@', '');
     END IF;
 
     -- the lease every write must hold
     IF lease IS NOT NULL THEN
         src := replace(src, '@LEASE@', format($l$
-    PERFORM fencing.lease_guard(%L, t, TG_RELID);$l$, lease));
+    PERFORM fencing.lease_guard(%L, ROW(te, tc)::fencing.fence_pair, TG_RELID);$l$, lease));
     ELSE
         src := replace(src, '@LEASE@', '');
     END IF;
@@ -1415,13 +1647,13 @@ $g$;
     IF row_scope THEN
         -- row scope: beat the fence of the row version being replaced
         src := replace(src, '@CHECK@', replace($r$
-    IF o IS NOT NULL THEN
-        IF t OPERATOR(pg_catalog.<) o THEN
-            PERFORM fencing.refuse_stale(TG_RELID, t, o, NULL, NULL);
-        ELSIF @STRICT@ AND t OPERATOR(pg_catalog.=) o THEN
+    IF oe IS NOT NULL THEN
+        IF te OPERATOR(pg_catalog.<) oe OR (te OPERATOR(pg_catalog.=) oe AND tc OPERATOR(pg_catalog.<) oc) THEN
+            PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, ROW(oe, oc)::fencing.fence_pair, NULL, NULL);
+        ELSIF @STRICT@ AND te OPERATOR(pg_catalog.=) oe AND tc OPERATOR(pg_catalog.=) oc THEN
 @WROTE@
             IF NOT wrote THEN
-                PERFORM fencing.refuse_stale(TG_RELID, t, o, NULL, NULL);
+                PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, ROW(oe, oc)::fencing.fence_pair, NULL, NULL);
             END IF;
         END IF;
     END IF;$r$, '@STRICT@', strict::text));
@@ -1444,37 +1676,37 @@ $g$;
         END IF;
         scope_check := $k$
     IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
-        lost := @W@(@NEW@t, @STRICT@);
+        lost := @W@(@NEW@te, tc, @STRICT@);
         IF lost IS NOT NULL THEN
-            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @NEWTEXT@);
+            PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, lost, @SCOPE@, @NEWTEXT@);
         END IF;
     ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
-        lost := @W@(@OLD@t, @STRICT@);
+        lost := @W@(@OLD@te, tc, @STRICT@);
         IF lost IS NOT NULL THEN
-            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @OLDTEXT@);
+            PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, lost, @SCOPE@, @OLDTEXT@);
         END IF;
     ELSIF @SAMEKEY@ THEN
-        lost := @W@(@NEW@t, @STRICT@);
+        lost := @W@(@NEW@te, tc, @STRICT@);
         IF lost IS NOT NULL THEN
-            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @NEWTEXT@);
+            PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, lost, @SCOPE@, @NEWTEXT@);
         END IF;
     ELSIF @OLDFIRST@ THEN
-        lost := @W@(@OLD@t, @STRICT@);
+        lost := @W@(@OLD@te, tc, @STRICT@);
         IF lost IS NOT NULL THEN
-            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @OLDTEXT@);
+            PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, lost, @SCOPE@, @OLDTEXT@);
         END IF;
-        lost := @W@(@NEW@t, @STRICT@);
+        lost := @W@(@NEW@te, tc, @STRICT@);
         IF lost IS NOT NULL THEN
-            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @NEWTEXT@);
+            PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, lost, @SCOPE@, @NEWTEXT@);
         END IF;
     ELSE
-        lost := @W@(@NEW@t, @STRICT@);
+        lost := @W@(@NEW@te, tc, @STRICT@);
         IF lost IS NOT NULL THEN
-            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @NEWTEXT@);
+            PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, lost, @SCOPE@, @NEWTEXT@);
         END IF;
-        lost := @W@(@OLD@t, @STRICT@);
+        lost := @W@(@OLD@te, tc, @STRICT@);
         IF lost IS NOT NULL THEN
-            PERFORM fencing.refuse_stale(TG_RELID, t, lost, @SCOPE@, @OLDTEXT@);
+            PERFORM fencing.refuse_stale(TG_RELID, ROW(te, tc)::fencing.fence_pair, lost, @SCOPE@, @OLDTEXT@);
         END IF;
     END IF;$k$;
         IF table_scope THEN
@@ -1507,10 +1739,11 @@ $g$;
     -- one carries no token of its own (the INSERT carries the column)
     IF partitioned THEN
         src := replace(src, '@MOVE@', $m$
-    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND have_c THEN
-        PERFORM pg_catalog.set_config('fencing.move',
+    IF TG_OP OPERATOR(pg_catalog.=) 'UPDATE' AND has_c THEN
+        a := pg_catalog.set_config('fencing_sql.move',
             TG_RELID::pg_catalog.text OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) pg_catalog.md5(OLD::pg_catalog.text)
-            OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) fencing.fence_text(t), true);
+            OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) te::pg_catalog.text
+            OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) tc::pg_catalog.text, true);
     END IF;$m$);
     ELSE
         src := replace(src, '@MOVE@', '');
@@ -1748,12 +1981,12 @@ BEGIN
                                                                    AND g.tgname = 'zz_fencing_truncate')
               ORDER BY t.depth LOOP
         IF cardinality(p.key_columns) = 0 THEN
-            EXECUTE format('SELECT %s(m.f, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM ONLY %s x) m WHERE m.f IS NOT NULL',
+            EXECUTE format('SELECT %s((m.f).epoch, (m.f).counter, true, true) FROM (SELECT fencing.max(x.%I) AS f FROM ONLY %s x) m WHERE m.f IS NOT NULL',
                            writer::oid::regproc, p.fence_column, m.member);
         ELSE
             keylist := (SELECT string_agg(format('x.%I', c), ', ' ORDER BY o)
                           FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o));
-            EXECUTE format('SELECT count(%s(%s, g.f, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM ONLY %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
+            EXECUTE format('SELECT count(%s(%s, (g.f).epoch, (g.f).counter, true, true)) FROM (SELECT %s, fencing.max(x.%I) AS f FROM ONLY %s x WHERE x.%I IS NOT NULL GROUP BY %s) g',
                            writer::oid::regproc,
                            (SELECT string_agg(format('g.%I', c), ', ' ORDER BY o) FROM unnest(p.key_columns) WITH ORDINALITY AS u(c, o)),
                            keylist, p.fence_column, m.member, p.fence_column, keylist);
@@ -1917,7 +2150,7 @@ BEGIN
     PERFORM fencing.drop_proof(proof);
 
     -- (the DDL guard leaves this table's DDL to us until we are done)
-    PERFORM set_config('fencing.ddl_guard_pause', tbl::oid::text, true);
+    PERFORM set_config('fencing_sql.ddl_guard_pause', tbl::oid::text, true);
 
     -- the triggers, as the caller, who owns the table: the row guard (a
     -- partitioned table's partitions get it from the table, now and when
@@ -1934,7 +2167,7 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fencing_truncate', m.member);
     END LOOP;
 
-    PERFORM set_config('fencing.ddl_guard_pause', '', true);
+    PERFORM set_config('fencing_sql.ddl_guard_pause', '', true);
 
     -- key and table scope: the fences already in the rows, every row
     IF key_columns IS NOT NULL THEN
@@ -2064,7 +2297,7 @@ BEGIN
         RAISE NOTICE 'table "%" is not protected, skipping', rel.relname;
         RETURN;
     END IF;
-    PERFORM set_config('fencing.ddl_guard_pause', tbl::oid::text, true);
+    PERFORM set_config('fencing_sql.ddl_guard_pause', tbl::oid::text, true);
     FOR m IN SELECT * FROM fencing.tree_of(tbl) t ORDER BY t.depth DESC LOOP
         IF (m.depth = 0 OR NOT m.is_partition)
            AND EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = m.member::oid AND g.tgname = 'zz_fencing_guard') THEN
@@ -2077,7 +2310,7 @@ BEGIN
     proof := fencing.caller_proof();
     PERFORM fencing.unprotect_apply(tbl, proof);
     PERFORM fencing.drop_proof(proof);
-    PERFORM set_config('fencing.ddl_guard_pause', '', true);
+    PERFORM set_config('fencing_sql.ddl_guard_pause', '', true);
 END
 $$;
 COMMENT ON FUNCTION fencing.unprotect(regclass) IS
@@ -2211,7 +2444,7 @@ AS $$
 DECLARE
     lost fencing.fence_pair;
 BEGIN
-    EXECUTE format('SELECT (%s(%s$2, $3)).*', writer::oid::regproc, args) INTO lost USING key, token, strict;
+    EXECUTE format('SELECT (%s(%s$2, $3, $4)).*', writer::oid::regproc, args) INTO lost USING key, (token).epoch, (token).counter, strict;
     RETURN lost;
 END
 $$;
@@ -3749,7 +3982,7 @@ GRANT SELECT ON fencing.idempotency_stats TO PUBLIC;
 -- problem fencing.guard_problems() finds undoes the command with SF005.
 -- A dropped guard trigger or fence or key column is refused at sql_drop; a
 -- dropped protected table leaves fencing.protected.  protect() and
--- unprotect() run their own DDL with fencing.ddl_guard_pause set to the
+-- unprotect() run their own DDL with fencing_sql.ddl_guard_pause set to the
 -- table (the setting says nothing to any other table).
 
 -- Forget a protected table that was dropped (as the edition's owner: the
@@ -3854,7 +4087,7 @@ CREATE FUNCTION fencing.ddl_guard_end() RETURNS event_trigger
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    paused text := coalesce(current_setting('fencing.ddl_guard_pause', true), '');
+    paused text := coalesce(current_setting('fencing_sql.ddl_guard_pause', true), '');
     root regclass;
     pr record;
 BEGIN
@@ -3868,9 +4101,9 @@ BEGIN
          WHERE t.rel IS NOT NULL
     LOOP
         CONTINUE WHEN root IS NULL OR root::oid::text = paused;
-        PERFORM set_config('fencing.ddl_guard_pause', root::oid::text, true);
+        PERFORM set_config('fencing_sql.ddl_guard_pause', root::oid::text, true);
         PERFORM fencing.guard_new_members(root);
-        PERFORM set_config('fencing.ddl_guard_pause', paused, true);
+        PERFORM set_config('fencing_sql.ddl_guard_pause', paused, true);
         FOR pr IN SELECT * FROM fencing.guard_problems(root) x WHERE x.kind <> 'ddl_guard' LOOP
             PERFORM fencing.refuse_ddl(root, pr.kind, pr.member, pr.problem,
                                        coalesce(substring(pr.problem FROM '^trigger (\S+)'),
@@ -3887,7 +4120,7 @@ CREATE FUNCTION fencing.ddl_guard_drop() RETURNS event_trigger
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    paused text := coalesce(current_setting('fencing.ddl_guard_pause', true), '');
+    paused text := coalesce(current_setting('fencing_sql.ddl_guard_pause', true), '');
     o record;
     rel oid;
     root regclass;

@@ -108,7 +108,7 @@ BEGIN
              WHERE a.attrelid = s.storage AND a.attnum > 0 AND NOT a.attisdropped
                AND a.attname NOT IN ('fence', 'xact');
         END IF;
-        RETURN QUERY EXECUTE format('SELECT $1, %s, x.fence FROM %s x', keys, s.storage)
+        RETURN QUERY EXECUTE format('SELECT $1, %s, x.fence::fencing.fence FROM %s x', keys, s.storage)
             USING s.name;
     END LOOP;
 END

@@ -17,7 +17,7 @@
 -- problem fencing.guard_problems() finds undoes the command with SF005.
 -- A dropped guard trigger or fence or key column is refused at sql_drop; a
 -- dropped protected table leaves fencing.protected.  protect() and
--- unprotect() run their own DDL with fencing.ddl_guard_pause set to the
+-- unprotect() run their own DDL with fencing_sql.ddl_guard_pause set to the
 -- table (the setting says nothing to any other table).
 
 -- Forget a protected table that was dropped (as the edition's owner: the
@@ -122,7 +122,7 @@ CREATE FUNCTION fencing.ddl_guard_end() RETURNS event_trigger
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    paused text := coalesce(current_setting('fencing.ddl_guard_pause', true), '');
+    paused text := coalesce(current_setting('fencing_sql.ddl_guard_pause', true), '');
     root regclass;
     pr record;
 BEGIN
@@ -136,9 +136,9 @@ BEGIN
          WHERE t.rel IS NOT NULL
     LOOP
         CONTINUE WHEN root IS NULL OR root::oid::text = paused;
-        PERFORM set_config('fencing.ddl_guard_pause', root::oid::text, true);
+        PERFORM set_config('fencing_sql.ddl_guard_pause', root::oid::text, true);
         PERFORM fencing.guard_new_members(root);
-        PERFORM set_config('fencing.ddl_guard_pause', paused, true);
+        PERFORM set_config('fencing_sql.ddl_guard_pause', paused, true);
         FOR pr IN SELECT * FROM fencing.guard_problems(root) x WHERE x.kind <> 'ddl_guard' LOOP
             PERFORM fencing.refuse_ddl(root, pr.kind, pr.member, pr.problem,
                                        coalesce(substring(pr.problem FROM '^trigger (\S+)'),
@@ -155,7 +155,7 @@ CREATE FUNCTION fencing.ddl_guard_drop() RETURNS event_trigger
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    paused text := coalesce(current_setting('fencing.ddl_guard_pause', true), '');
+    paused text := coalesce(current_setting('fencing_sql.ddl_guard_pause', true), '');
     o record;
     rel oid;
     root regclass;

@@ -20,8 +20,12 @@ $$;
 COMMENT ON FUNCTION fencing.protected_root(oid) IS
     'internal: the protected table whose guard covers relid (itself, or the partitioned table or inheritance parent it belongs to)';
 
+-- The edition's own settings are named fencing_sql.*: fencing.token and
+-- fencing.bypass are the C edition's, and where its library is loaded
+-- (a server moving to it) it reserves every other name under fencing.
+
 -- Has this transaction's guard written a row version of relid with token?
--- A transaction-local setting, fencing.accepted, lists the (table, token)
+-- A transaction-local setting, fencing_sql.accepted, lists the (table, token)
 -- pairs whose writes the guard accepted: a row version whose fence is such
 -- a token was written by this transaction's guard, or by an earlier
 -- transaction with the same token (told apart, where the table has a
