@@ -18,7 +18,7 @@ MODULE_big = fencing
 # One object per concern; each feature adds its own line below.
 OBJS_CORE = src/module.o src/cluster.o src/extension.o src/fence.o src/advance.o src/errors.o
 
-OBJS_GUARD = src/guc.o src/statement.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
+OBJS_GUARD = src/guc.o src/provenance.o src/statement.o src/protect.o src/guard_config.o src/scope_storage.o src/scopes.o \
 	src/scopes_1_0.o src/guard.o src/meter.o src/ddl_guard.o src/protection.o src/trigger_code.o
 
 # who may read keys and fences; dropping the extension with its storage;
@@ -64,7 +64,7 @@ REGRESS_LEASE = lease guard_lease lease_security lease_stats lease_update lease_
 
 REGRESS_LOCKSVC = lock_services sf001_reasons
 
-REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security update_to_1_3_recheck
+REGRESS_UPDATE = update_from_1_0_keys update_from_1_0_security update_to_1_3_recheck update_to_1_4_recheck
 
 # who may read keys, who may pin the extension
 REGRESS_ROLES = scope_visibility scope_pinning scope_health scope_row_security
@@ -77,7 +77,7 @@ REGRESS_OPTS = --load-extension=fencing
 # test/isolation/expected/NAME.out
 ISOLATION_CORE = advance_race advance_race3 advance_race_rr
 
-ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race detach_rr \
+ISOLATION_GUARD = guard_row_race guard_key_race guard_scope_race stats_forget_race detach_rr first_meter_transfer \
 	ddl_guard_race ddl_guard_locks seed_protect_race seed_attach_race scope_lifecycle_rr \
 	trigger_owner_race checks_before_locks
 

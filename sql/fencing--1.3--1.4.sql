@@ -133,3 +133,41 @@ CREATE FUNCTION @extschema@.raise_fence(tbl pg_catalog.regclass,
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION @extschema@.raise_fence(pg_catalog.regclass, @extschema@.fence, text[]) IS
     'raise the fence of a key (key values as text, in the order of the key columns) or of the table (no key) of a protected table in key or table scope to token, without writing a row; SF001 when token does not beat the fence; needs INSERT or UPDATE on the table';
+
+------------------------------------------------------------------------------
+-- Updates re-check what is already there: foreign keys whose action
+-- another role starts (src/guard.c refuses such writes now)
+------------------------------------------------------------------------------
+
+-- A foreign key of a protected table (or of one of its partitions and
+-- children) whose ON UPDATE or ON DELETE action writes it (CASCADE, SET
+-- NULL, SET DEFAULT), referencing a table of a role that the protected
+-- table's owner is not a member of: older versions judged the action's
+-- writes by that role's token, so that role could move the protected
+-- table's fences by changing rows of its own.  The 1.4 guard refuses such a
+-- write (42501) unless the role may write the protected table itself; each
+-- such foreign key is named here with its remedy.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT m.member::pg_catalog.regclass AS tbl, c.conname,
+               c.confrelid::pg_catalog.regclass AS referenced,
+               pg_catalog.pg_get_userbyid(rc.relowner) AS referenced_owner
+          FROM @extschema@.protected_members() AS m
+          JOIN pg_catalog.pg_class AS pc ON pc.oid OPERATOR(pg_catalog.=) m.relid
+          JOIN pg_catalog.pg_constraint AS c ON c.conrelid OPERATOR(pg_catalog.=) m.member
+          JOIN pg_catalog.pg_class AS rc ON rc.oid OPERATOR(pg_catalog.=) c.confrelid
+         WHERE c.contype OPERATOR(pg_catalog.=) 'f'
+           AND (c.confupdtype OPERATOR(pg_catalog.=) ANY ('{c,n,d}'::"char"[])
+                OR c.confdeltype OPERATOR(pg_catalog.=) ANY ('{c,n,d}'::"char"[]))
+           AND NOT pg_catalog.pg_has_role(pc.relowner, rc.relowner, 'USAGE')
+         ORDER BY 1, 2
+    LOOP
+        RAISE WARNING 'foreign key % of protected table % follows table % of role %',
+                      r.conname, r.tbl, r.referenced, r.referenced_owner
+            USING DETAIL = 'Its ON UPDATE or ON DELETE action writes the protected table when that role changes its own rows; such a write is now refused (42501) unless the role may write the protected table itself. Older versions judged it by that role''s token.',
+                  HINT = 'Declare the foreign key ON UPDATE/ON DELETE RESTRICT or NO ACTION, or reference a table of the protected table''s owner.';
+    END LOOP;
+END $$;

@@ -21,9 +21,11 @@ GRANT USAGE ON SCHEMA wc TO fencing_wc_bob;
 -- mallory's shared types and functions: harmless, for now
 SET ROLE fencing_wc_mallory;
 CREATE DOMAIN wc_types.acct AS int;
-CREATE FUNCTION wc_types.f(v int) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+-- (PL/pgSQL, which the planner does not inline into the domain's check)
+CREATE FUNCTION wc_types.f(v int) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RETURN true; END $$;
 CREATE FUNCTION wc_types.d() RETURNS text LANGUAGE sql AS $$ SELECT 'note' $$;
 CREATE FUNCTION wc_types.visible(t text) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+ALTER DOMAIN wc_types.acct ADD CONSTRAINT c CHECK (wc_types.f(VALUE));
 RESET ROLE;
 
 SET ROLE fencing_wc_alice;
@@ -68,7 +70,6 @@ BEGIN
     PERFORM wc_types.max_token();
     RETURN true;
 END $$;
-ALTER DOMAIN wc_types.acct ADD CONSTRAINT c CHECK (wc_types.f(VALUE));
 RESET ROLE;
 
 SET ROLE fencing_wc_bob;

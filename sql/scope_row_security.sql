@@ -30,7 +30,8 @@ RESET ROLE;
 SET ROLE fencing_srs_bob;
 SELECT tenant, account FROM srs.ledger;
 SELECT count(*) AS keys_shown FROM fencing.scopes WHERE scope_name = 'srs.ledger';
--- a stale probe of tenant t2's key learns nothing of it
+-- a stale probe of tenant t2's key learns nothing of it: the policy's
+-- WITH CHECK answers first, whatever the key's fence
 BEGIN;
 SET LOCAL fencing.token = '0:1';
 INSERT INTO srs.ledger VALUES ('t2', 7, 0);

@@ -14,6 +14,7 @@
 #include "access/heapam.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 
 #if PG_VERSION_NUM < 150000
 #error "fencing needs PostgreSQL 15 or later"
@@ -167,6 +168,27 @@ FencingHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup,
 #define FENCING_EXECUTOR_RUN_PARAMS \
 	QueryDesc *queryDesc, ScanDirection direction, uint64 count, bool execute_once
 #define FENCING_EXECUTOR_RUN_ARGS queryDesc, direction, count, execute_once
+#endif
+
+/*
+ * The settings' entry of a parameter: PostgreSQL 16 exported find_option()
+ * and changed get_guc_variables() to return the count.
+ */
+#if PG_VERSION_NUM >= 160000
+#define FencingFindGuc(name) find_option((name), false, true, ERROR)
+#else
+static inline struct config_generic *
+FencingFindGuc(const char *name)
+{
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(vars[i]->name, name) == 0)
+			return vars[i];
+	return NULL;
+}
 #endif
 
 #endif							/* FENCING_COMPAT_H */

@@ -27,6 +27,27 @@ FencingErrReason(const char *reason)
 }
 
 /*
+ * The HINT of a stale token (older than fence): the lock was lost.  A
+ * token of the fence's own epoch (generation) may also be a rightful
+ * holder's after the lock service lost its numbers, when every holder is
+ * refused: raising the generation is what helps then.  A token of an
+ * older epoch comes from before a raise of the generation (or a
+ * failover): taking the lock again, and reading the generation after
+ * taking it, is what helps.
+ */
+static int
+StaleHint(const Fence *token, const Fence *fence)
+{
+	char	   *token_s = FenceToCString(token);
+
+	if (token->epoch < fence->epoch)
+		return errhint("Token %s is of an older epoch than the fence: the lock was lost, or the generation was raised since it was granted. Stop writing, take the lock again and read the generation after taking it.",
+					   token_s);
+	return errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token. If every holder is refused, even right after it takes the lock, the lock service lost its numbers: raise its generation.",
+				   token_s);
+}
+
+/*
  * Raise SF001: token is not newer than fence.
  *
  * rel, when given, is reported in the error's table and schema fields;
@@ -62,8 +83,7 @@ FencingReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 						   fence_s),
 				 equal ?
 				 errhint("A strict table accepts a token in one transaction only: the one whose write it accepted first. Retry a write through an idempotency key, take the lock again for a new token, or protect the table with strict => false to let one grant write in several transactions.") :
-				 errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.",
-						 token_s),
+				 StaleHint(token, fence),
 				 errtable(rel)));
 	else
 		ereport(ERROR,
@@ -77,8 +97,7 @@ FencingReportStaleToken(const Fence *token, const Fence *fence, Relation rel,
 						   fence_s),
 				 equal ?
 				 errhint("fencing.advance() in strict mode accepts a token once. Retry a write through an idempotency key, take the lock again for a new token, or pass strict => false to accept the same token again.") :
-				 errhint("The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.",
-						 token_s)));
+				 StaleHint(token, fence)));
 	pg_unreachable();
 }
 

@@ -28,20 +28,24 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "commands/trigger.h"
+#include "miscadmin.h"
 #include "replication/logicalworker.h"
 #include "storage/itemptr.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/acl.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 
 #include "cluster.h"
 #include "compat.h"
 #include "fence.h"
 #include "guard_config.h"
 #include "lease.h"
+#include "provenance.h"
 #include "scopes.h"
 #include "scopes_1_0.h"
 #include "settings.h"
@@ -299,6 +303,44 @@ ReportScopeLost(GuardConfig *cfg, Relation rel, RowKey *key,
 							  FencingScopeKeyToText(cfg->scope, key->values, key->nulls)));
 }
 
+/*
+ * Does row security apply to the writer of rel?  Then a refusal of a key
+ * it may not see must not come before the policy's own: it is deferred
+ * until the row passed (or failed) the policy's WITH CHECK.
+ */
+static bool
+RowSecurityAppliesToWriter(Relation rel)
+{
+	return rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_ENABLED;
+}
+
+/*
+ * ReportScopeLost() for a writer that row security applies to: the error
+ * is kept (provenance.c) and raised at the next row the guard judges, at
+ * the end of the statement or before the commit, whichever comes first.
+ * By then the executor has checked this row against the policies' WITH
+ * CHECK, whose refusal comes first: a probe with another tenant's key
+ * learns nothing from the guard.
+ */
+static void
+DeferScopeLost(GuardConfig *cfg, Relation rel, RowKey *key,
+			   const Fence *token, const Fence *lost_to)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		ReportScopeLost(cfg, rel, key, token, lost_to);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		FencingDeferError();
+	}
+	PG_END_TRY();
+}
+
 /* Raise SF001 for a token that lost to the fence of the row it writes. */
 static void
 ReportRowLost(GuardConfig *cfg, Relation rel, const Fence *token,
@@ -347,8 +389,13 @@ WriteKeys(GuardConfig *cfg, TupleDesc desc, HeapTuple oldtup, HeapTuple newtup,
 	return n;
 }
 
-/* Check a key or table scope write; raise SF001 when the token lost. */
-static void
+/*
+ * Check a key or table scope write; raise SF001 when the token lost.
+ * Returns false when the refusal was deferred (row security applies to
+ * the writer, see DeferScopeLost): the row must then go on unchanged,
+ * and nothing was advanced.
+ */
+static bool
 CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 			HeapTuple newtup, const Fence *token)
 {
@@ -400,9 +447,15 @@ CheckScopes(GuardConfig *cfg, Relation rel, HeapTuple oldtup,
 									  token, cfg->strict, &lost_to))
 			{
 				CountLost(cfg, token, &lost_to);
+				if (newtup != NULL && RowSecurityAppliesToWriter(rel))
+				{
+					DeferScopeLost(cfg, rel, &keys[i], token, &lost_to);
+					return false;
+				}
 				ReportScopeLost(cfg, rel, &keys[i], token, &lost_to);
 			}
 	}
+	return true;
 }
 
 /*
@@ -524,6 +577,65 @@ FollowReplicatedWrite(Relation rel, HeapTuple oldtup, HeapTuple newtup)
 }
 
 /*
+ * A write that a foreign key's action makes (ON UPDATE/ON DELETE CASCADE,
+ * SET NULL, SET DEFAULT: the action's statements run as the referencing
+ * table's owner) is refused (42501) unless the role whose change started
+ * it may make that write itself: a member of the table's owner, or a
+ * role with the privilege.  Otherwise a role with no right on a protected
+ * table could move its fences, with its own token, by changing rows of its
+ * own table that the protected table references.  Refused rather than
+ * judged without that role's token: the write is the role's doing, and a
+ * DBA would rather meet a permission error naming the foreign key's
+ * starter than a fence token error naming a token nobody set.
+ */
+static void
+CheckForeignKeyAction(GuardConfig *cfg, Relation rel, TriggerEvent event)
+{
+	Oid			starter = FencingForeignKeyInitiator();
+	Oid			relid = OidIsValid(cfg->protected_relid) ?
+		cfg->protected_relid : RelationGetRelid(rel);
+	AclMode		mode = TRIGGER_FIRED_BY_DELETE(event) ? ACL_DELETE :
+		TRIGGER_FIRED_BY_INSERT(event) ? ACL_INSERT : ACL_UPDATE;
+	char	   *starter_name;
+
+	if (has_privs_of_role(starter, cfg->table_owner) ||
+		pg_class_aclcheck(relid, starter, mode) == ACLCHECK_OK)
+		return;
+	starter_name = GetUserNameFromId(starter, true);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("a foreign key's action cannot write protected table \"%s\" for role \"%s\"",
+					get_rel_name(relid), starter_name ? starter_name : "?"),
+			 errdetail("Role \"%s\" changed a row that table \"%s\" references, and the foreign key's action would %s rows of the protected table, which the role may not %s itself; its token would move the table's fences.",
+					   starter_name ? starter_name : "?", RelationGetRelationName(rel),
+					   WriteName(event), WriteName(event)),
+			 errhint("Grant the role %s on table \"%s\" if it may write it, or declare the foreign key ON UPDATE/ON DELETE RESTRICT or NO ACTION.",
+					 WriteName(event), get_rel_name(relid)),
+			 errtable(rel)));
+}
+
+/*
+ * The once-per-session WARNING for a write whose token was set for the
+ * session (SET without LOCAL, set_config(..., false), a connection
+ * option): it stays on the connection, and behind a connection pooler the
+ * next client's writes carry it.
+ */
+static bool session_token_warned = false;
+
+static void
+WarnSessionToken(Relation rel, const Fence *token)
+{
+	session_token_warned = true;
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("fencing.token %s was set for the whole session, not for the transaction",
+					FenceToCString(token)),
+			 errdetail("The write to table \"%s\" is judged by it. A session-level token stays on the connection after the transaction: behind a connection pooler the next client's writes would carry it. This warning is shown once per session.",
+					   RelationGetRelationName(rel)),
+			 errhint("Set the token for the transaction with SET LOCAL fencing.token = '...' or SELECT fencing.set_token($1).")));
+}
+
+/*
  * fencing.guard(): check the token of a row write against the fence it
  * must beat, and write the accepted token into the fence column.
  */
@@ -575,7 +687,14 @@ fencing_guard(PG_FUNCTION_ARGS)
 		return PointerGetDatum(result);
 	}
 
+	/* a refusal deferred for an earlier row (row security) comes first */
+	FencingRaiseDeferredError();
+
 	cfg = FencingGetGuardConfig(rel);
+
+	/* a foreign key's action: its starter must be allowed to write rel */
+	if (InNoForceRLSOperation())
+		CheckForeignKeyAction(cfg, rel, event);
 
 	if (!TRIGGER_FIRED_BY_UPDATE(event) && ContinuesMove(trigdata, cfg))
 	{
@@ -618,7 +737,11 @@ fencing_guard(PG_FUNCTION_ARGS)
 	}
 	have_token = setting != NULL || have_column;
 	if (setting != NULL)
+	{
 		token = *setting;
+		if (unlikely(!session_token_warned) && FencingTokenSetForSession())
+			WarnSessionToken(rel, setting);
+	}
 	else if (have_column)
 		token = column;
 
@@ -660,7 +783,8 @@ fencing_guard(PG_FUNCTION_ARGS)
 	else
 	{
 		/* key or table scope: beat the scope's fence, of both keys on a move */
-		CheckScopes(cfg, rel, oldtup, newtup, &token);
+		if (!CheckScopes(cfg, rel, oldtup, newtup, &token))
+			return PointerGetDatum(result);		/* refused, deferred */
 	}
 
 	/* write the accepted token into the row */

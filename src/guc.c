@@ -24,28 +24,36 @@
  * fence column of its rows instead.  All of it is checked at set time,
  * never per row.
  *
- * The token is fixed for a writing statement.  While a statement that
- * writes runs (statement.c tells us: FencingWriteBegin/End around its
- * executor run and COPY FROM), nothing it evaluates may change either
- * setting: a column DEFAULT, a domain or table CHECK, a generated column,
- * a policy, an index expression, a trigger or rule, and any function,
- * cast or operator they call all run inside that window, so one test at
- * the only door a setting has (its check hook) covers every route at
- * once.  A change made without the check hook (RESET ALL assigns reset
- * values directly) is noticed by the assign hooks: the guard refuses the
- * next row and the statement fails at its end, so no row is judged by,
- * and no later statement inherits, a token the writer did not set.
+ * Where a change may happen at all is the frames' business
+ * (provenance.c): only the session's own commands (SET, a routine it
+ * calls by name, DO) open a frame in which the check hooks accept a new
+ * value; while PostgreSQL handles a statement on its own (binding its
+ * parameters, planning it, starting, running and finishing it) they
+ * refuse (55P02), and every change is told to the frames, which find one
+ * that came past the check hooks by another route.
+ *
+ * Without the preload, a value set before the library was loaded in the
+ * session (a placeholder: nobody could check who set it) is never taken
+ * as a token: it is dropped when the library loads, and until the session
+ * sets a token itself, or the transaction ends, a write fails with 55000
+ * whose HINT names both remedies.  A connection option (PGC_S_CLIENT) is
+ * the session's own and kept.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "miscadmin.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
 #include "fence.h"
+#include "provenance.h"
 #include "settings.h"
 
 /* The text of fencing.token, owned by the GUC machinery */
@@ -75,7 +83,8 @@ typedef enum TokenRefusal
 {
 	TOKEN_ACCEPTED,
 	TOKEN_BAD_VALUE,			/* syntax or range */
-	TOKEN_WRONG_SOURCE			/* not set by the session itself */
+	TOKEN_WRONG_SOURCE,			/* not set by the session itself */
+	TOKEN_PLACEHOLDER			/* set before the library was loaded */
 } TokenRefusal;
 
 static TokenRefusal last_token_check = TOKEN_ACCEPTED;
@@ -90,12 +99,21 @@ static bool registering = false;
 static void ForgetDroppedToken(void);
 
 /*
- * Writing statements running in this backend (nested: a trigger's own
- * statements count again), and whether a setting was assigned another
- * value without its check hook while one ran.
+ * A placeholder value of fencing.token was dropped when the library was
+ * loaded in this transaction: writes fail (55000) until the session sets
+ * a token or the transaction ends.
  */
-static int	write_depth = 0;
-static bool changed_in_write = false;
+static bool placeholder_dropped = false;
+
+/*
+ * The check hook accepted a value for a reason of its own (a connection
+ * option), not because a frame of the session's own allows it: the
+ * assign hook that follows tells the frames it is legitimate.
+ */
+static bool approved_by_source = false;
+
+/* fencing.token's entry in the settings, for its stack (set at load) */
+static struct config_generic *token_guc = NULL;
 
 /*
  * Where a value from source comes from, for messages; NULL when it is
@@ -154,21 +172,44 @@ HintForSource(const char *name, GucSource source)
 }
 
 /*
- * Refuse (55P02) a new value of parameter name while a writing statement
- * runs; for check hooks.
+ * Refuse (55P02) a new value of parameter name where the session's own
+ * command did not ask for it: while a statement is in phase (provenance.c:
+ * "writes", "is planned", ...); for check hooks.
  */
 static bool
-RefuseChangeInWrite(const char *name)
+RefuseChange(const char *name, const char *phase)
 {
 	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
-	GUC_check_errmsg("parameter \"%s\" cannot be changed while a statement writes", name);
-	GUC_check_errdetail("A write is judged by the token in force when its statement began; code that the statement runs (a default, a check, a policy, a trigger, or a function any of them calls) cannot change it.");
+	GUC_check_errmsg("parameter \"%s\" cannot be changed while a statement %s", name, phase);
+	if (strcmp(phase, "writes") == 0)
+		GUC_check_errdetail("A write is judged by the token in force when its statement began; code that the statement runs (a default, a check, a policy, a trigger, or a function any of them calls) cannot change it.");
+	else
+		GUC_check_errdetail("Only the session's own commands change it: SET, set_config() or fencing.set_token() as a statement of its own, or a routine the session calls by name. Code that PostgreSQL runs on its own while it handles a statement (a domain's check, a default, a policy, an index expression, a function the planner folds) cannot.");
 	if (strcmp(name, "fencing.token") == 0)
 		GUC_check_errhint("Set fencing.token in the writing session before the statement, with SET LOCAL, set_config() or fencing.set_token() as a statement of its own.");
 	else
 		GUC_check_errhint("Set %s in the writing session before the statement, with SET LOCAL as a statement of its own.",
 						  name);
 	return false;
+}
+
+/*
+ * May a setting change now, from source?  NULL when it may, else the
+ * phase that refuses it.  The values a library load applies and the
+ * connection's options are the session's own; anything else needs a
+ * frame of the session's own (provenance.c).
+ */
+static const char *
+ChangeRefused(GucSource source)
+{
+	if (registering || InitializingParallelWorker || source == PGC_S_TEST)
+		return NULL;			/* PGC_S_TEST only checks a value to store */
+	if (source == PGC_S_CLIENT || source == PGC_S_DEFAULT)
+	{
+		approved_by_source = true;
+		return NULL;
+	}
+	return FencingChangeRefusedPhase();
 }
 
 /* Would fencing.token become next (NULL: not set) from what it is now? */
@@ -201,11 +242,13 @@ CheckFencingToken(char **newval, void **extra, GucSource source)
 	bool		out_of_range;
 	Fence	   *result;
 	const char *foreign;
+	const char *phase;
 
+	approved_by_source = false;
 	if (*newval == NULL || (*newval)[0] == '\0')
 	{
-		if (write_depth > 0 && TokenChanges(NULL))
-			return RefuseChangeInWrite("fencing.token");
+		if (TokenChanges(NULL) && (phase = ChangeRefused(source)) != NULL)
+			return RefuseChange("fencing.token", phase);
 		*extra = NULL;
 		last_token_check = TOKEN_ACCEPTED;
 		return true;
@@ -245,6 +288,19 @@ CheckFencingToken(char **newval, void **extra, GucSource source)
 							PG_INT64_MAX);
 		return false;
 	}
+	if (registering && source != PGC_S_CLIENT && source != PGC_S_DEFAULT &&
+		!process_shared_preload_libraries_in_progress)
+	{
+		/* a placeholder: whoever set it, nobody checked (55000 at writes) */
+		last_token_check = TOKEN_PLACEHOLDER;
+		GUC_check_errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
+		GUC_check_errmsg("parameter \"fencing.token\" was set before the fencing library was loaded in this session");
+		GUC_check_errdetail("A value set before the library was loaded could have been set by any code, so it is not taken as a token.");
+		GUC_check_errhint("Preload the library with shared_preload_libraries = 'fencing', or set the token with SELECT fencing.set_token(...), which loads it.");
+		return false;
+	}
+	if (TokenChanges(&parsed) && (phase = ChangeRefused(source)) != NULL)
+		return RefuseChange("fencing.token", phase);
 	/* the GUC machinery frees extra: allocate it the way it frees it */
 	result = FencingGucMalloc(sizeof(Fence));
 	if (result == NULL)
@@ -253,8 +309,6 @@ CheckFencingToken(char **newval, void **extra, GucSource source)
 		GUC_check_errmsg("out of memory");
 		return false;
 	}
-	if (write_depth > 0 && TokenChanges(&parsed))
-		return RefuseChangeInWrite("fencing.token");
 	*result = parsed;
 	*extra = result;
 	last_token_check = TOKEN_ACCEPTED;
@@ -267,14 +321,16 @@ CheckFencingBypass(bool *newval, void **extra pg_attribute_unused(),
 				   GucSource source)
 {
 	const char *foreign;
+	const char *phase;
 
-	if (write_depth > 0 && *newval != FencingBypass)
-		return RefuseChangeInWrite("fencing.bypass");
-	if (!*newval)
-		return true;
-	foreign = ForeignSource(source);
+	approved_by_source = false;
+	foreign = *newval ? ForeignSource(source) : NULL;
 	if (foreign == NULL)
+	{
+		if (*newval != FencingBypass && (phase = ChangeRefused(source)) != NULL)
+			return RefuseChange("fencing.bypass", phase);
 		return true;
+	}
 	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
 	GUC_check_errmsg("parameter \"fencing.bypass\" cannot be set by %s", foreign);
 	GUC_check_errdetail("fencing.bypass lets writes through without a token: only a superuser's own session turns it on, with SET, SET LOCAL or its connection options.");
@@ -282,63 +338,46 @@ CheckFencingBypass(bool *newval, void **extra pg_attribute_unused(),
 	return false;
 }
 
+/*
+ * Tell the frames the settings (provenance.c).  A change is legitimate
+ * for them outright when the library applies the values it found at load,
+ * when a transaction or subtransaction ends and restores the values it
+ * began with, and when the check hook accepted it by its source (a
+ * connection option); any other change is checked against the frames.
+ */
+static void
+TellFrames(const Fence *token, bool bypass)
+{
+	FencingTokenState state;
+	bool		legit = registering || InitializingParallelWorker ||
+		!IsTransactionState() || approved_by_source;
+
+	approved_by_source = false;
+	state.has_token = token != NULL;
+	if (token != NULL)
+		state.token = *token;
+	state.bypass = bypass;
+	FencingSettingsAssigned(&state, legit);
+}
+
 /* Assign hook for fencing.token: publish the parsed value. */
 static void
 AssignFencingToken(const char *newval pg_attribute_unused(), void *extra)
 {
-	Fence	   *next = (Fence *) extra;
-
-	if (write_depth > 0 && TokenChanges(next))
-		changed_in_write = true;
-	fencing_token_value = next;
-	ForgetDroppedToken();
+	fencing_token_value = (Fence *) extra;
+	if (!registering)
+	{
+		ForgetDroppedToken();
+		placeholder_dropped = false;
+	}
+	TellFrames(fencing_token_value, FencingBypass);
 }
 
-/* Assign hook for fencing.bypass: notice a change during a write. */
+/* Assign hook for fencing.bypass: tell the frames. */
 static void
 AssignFencingBypass(bool newval, void *extra pg_attribute_unused())
 {
-	if (write_depth > 0 && newval != FencingBypass)
-		changed_in_write = true;
-}
-
-/* Raise 55P02: a setting changed without its check hook during a write. */
-static void
-ReportChangedInWrite(void)
-{
-	changed_in_write = false;
-	ereport(ERROR,
-			(errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM),
-			 errmsg("fencing.token or fencing.bypass was changed while a statement wrote"),
-			 errdetail("A write is judged by the token in force when its statement began; code that the statement ran changed it (RESET ALL, say)."),
-			 errhint("Set fencing.token in the writing session before the statement, and call only code you trust from a writing statement.")));
-}
-
-/*
- * A writing statement begins: until the matching FencingWriteEnd(), no
- * setting of the guard may change.  Called by statement.c around the
- * executor's run of every statement that writes, and around COPY FROM.
- */
-void
-FencingWriteBegin(void)
-{
-	if (write_depth == 0)
-		changed_in_write = false;
-	write_depth++;
-}
-
-/*
- * A writing statement ends.  completed is false when it is left by an
- * error (nothing to check then); otherwise a change that slipped past the
- * check hooks fails the statement.
- */
-void
-FencingWriteEnd(bool completed)
-{
-	Assert(write_depth > 0);
-	write_depth--;
-	if (completed && changed_in_write)
-		ReportChangedInWrite();
+	TellFrames(fencing_token_value, newval);
 }
 
 /* Forget a dropped placeholder value: the setting was assigned since. */
@@ -359,14 +398,56 @@ ForgetDroppedToken(void)
 const Fence *
 FencingTokenSetting(void)
 {
-	if (unlikely(changed_in_write))
-		ReportChangedInWrite();
+	/* the settings of the frame the write runs in (55P02 if not) */
+	FencingCheckProvenance();
+	if (unlikely(placeholder_dropped))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fencing.token was set before the fencing library was loaded in this session"),
+				 errdetail("A value set before the library was loaded could have been set by any code the session ran, so it is never taken as a token; this write would have been judged by it."),
+				 errhint("Preload the library with shared_preload_libraries = 'fencing', or set the token with SELECT fencing.set_token(...), which loads it.")));
 	if (unlikely(dropped_token != NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("invalid input syntax for type fence: \"%s\"", dropped_token),
 				 errdetail("fencing.token was set before the fencing library was loaded in this session, so the bad value could not be refused when it was set."),
 				 errhint("Set fencing.token to a valid token, for example SET LOCAL fencing.token = '3:42'. With shared_preload_libraries = 'fencing', bad values are refused at SET.")));
+	return fencing_token_value;
+}
+
+/*
+ * A placeholder dropped in a transaction stops mattering when it ends: a
+ * SET LOCAL would have ended with it, and a session's SET is gone (the
+ * next write without a token gets SF002, whose HINT says how to set one).
+ */
+static void
+GucXactCallback(XactEvent event, void *arg pg_attribute_unused())
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		placeholder_dropped = false;
+}
+
+/*
+ * Was the token in force set for the session rather than for the
+ * transaction: SET without LOCAL, set_config(..., false), a connection
+ * option, rather than SET LOCAL or fencing.set_token()?  Such a value
+ * stays on the connection after the transaction, and behind a pooler the
+ * next client writes with it.
+ */
+bool
+FencingTokenSetForSession(void)
+{
+	if (token_guc == NULL || fencing_token_value == NULL)
+		return false;
+	/* no stack: set in an earlier transaction, or at connection */
+	return token_guc->stack == NULL || token_guc->stack->state == GUC_SET;
+}
+
+/* The parsed fencing.token with no check at all (NULL: not set). */
+const Fence *
+FencingTokenSettingRaw(void)
+{
 	return fencing_token_value;
 }
 
@@ -415,5 +496,9 @@ FencingGucInit(void)
 			dropped_token = placeholder;
 		else
 			pfree(placeholder);
+		if (fencing_token_value == NULL && last_token_check == TOKEN_PLACEHOLDER)
+			placeholder_dropped = true;
 	}
+	token_guc = FencingFindGuc("fencing.token");
+	RegisterXactCallback(GucXactCallback, NULL);
 }

@@ -27,6 +27,8 @@
 #include "utils/fmgrprotos.h"
 
 #include "fence.h"
+#include "provenance.h"
+#include "statement.h"
 
 PG_FUNCTION_INFO_V1(fence_from_zxid);
 PG_FUNCTION_INFO_V1(fence_set_token);
@@ -64,6 +66,16 @@ fence_from_zxid(PG_FUNCTION_ARGS)
 	PG_RETURN_FENCE_P(result);
 }
 
+/* set_config('fencing.token', token, is_local => true) itself, not a copy */
+static void
+SetTokenLocally(const Fence *token)
+{
+	(void) DirectFunctionCall3(set_config_by_name,
+							   CStringGetTextDatum("fencing.token"),
+							   CStringGetTextDatum(FenceToCString(token)),
+							   BoolGetDatum(true));
+}
+
 /*
  * fencing.set_token(token): set fencing.token for the rest of the current
  * transaction, as SET LOCAL does, and return the token.
@@ -81,10 +93,28 @@ fence_set_token(PG_FUNCTION_ARGS)
 				 errhint("Pass the fence token that came with the lock.")));
 	token = PG_GETARG_FENCE_P(0);
 
-	/* set_config(name, value, is_local => true) itself, not a copy of it */
-	(void) DirectFunctionCall3(set_config_by_name,
-							   CStringGetTextDatum("fencing.token"),
-							   CStringGetTextDatum(FenceToCString(token)),
-							   BoolGetDatum(true));
+	/*
+	 * The call that loaded the library (a session without the preload)
+	 * ran in no frame the hooks saw: when it is the statement's only call,
+	 * SELECT fencing.set_token($1), it is the session's own.
+	 */
+	if (FencingUnseenCallOf(fcinfo->flinfo->fn_oid))
+	{
+		int			depth = FencingFramePush(FENCING_FRAME_ALLOW, "calls a function", true);
+
+		PG_TRY();
+		{
+			SetTokenLocally(token);
+		}
+		PG_CATCH();
+		{
+			FencingFramePop(depth, false);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		FencingFramePop(depth, true);
+	}
+	else
+		SetTokenLocally(token);
 	PG_RETURN_FENCE_P(token);
 }

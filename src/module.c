@@ -16,6 +16,7 @@
 #include "utils/guc.h"
 
 #include "citus.h"
+#include "provenance.h"
 #include "scopes.h"
 #include "settings.h"
 #include "statement.h"
@@ -37,7 +38,8 @@ _PG_init(void)
 	FencingGucInit();
 	FencingScopesInit();
 
-	/* no writing statement changes the token it is judged by */
+	/* only the session's own commands change the token */
+	FencingProvenanceInit();
 	FencingStatementInit();
 
 	/* Citus, behind the interface of cluster.h */

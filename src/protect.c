@@ -15,11 +15,13 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
@@ -31,6 +33,7 @@
 #include "utils/varlena.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -233,6 +236,64 @@ InvalidateTree(List *tree)
 		CacheInvalidateRelcacheByRelid(lfirst_oid(lc));
 }
 
+/* Does a foreign key's action write the referencing table? */
+static inline bool
+ActionWrites(char action)
+{
+	return action == FKCONSTR_ACTION_CASCADE || action == FKCONSTR_ACTION_SETNULL ||
+		action == FKCONSTR_ACTION_SETDEFAULT;
+}
+
+/*
+ * WARN about each foreign key of the tables of tree whose action writes
+ * them (ON UPDATE/ON DELETE CASCADE, SET NULL, SET DEFAULT) and whose
+ * referenced table belongs to a role that the protected table's owner is
+ * not: that role's changes of its own rows would write the protected
+ * table, and the guard refuses them (42501) unless the role may write it.
+ */
+static void
+WarnForeignActions(List *tree, Oid owner, const char *protected_name)
+{
+	ListCell   *lc;
+
+	foreach(lc, tree)
+	{
+		Oid			relid = lfirst_oid(lc);
+		Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tup;
+
+		ScanKeyInit(&key, Anum_pg_constraint_conrelid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(relid));
+		scan = systable_beginscan(conrel, ConstraintRelidTypidNameIndexId, true,
+								  NULL, 1, &key);
+		while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		{
+			Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tup);
+			Oid			ref_owner;
+			char	   *ref_owner_name;
+
+			if (con->contype != CONSTRAINT_FOREIGN ||
+				(!ActionWrites(con->confupdtype) && !ActionWrites(con->confdeltype)))
+				continue;
+			ref_owner = FencingRelOwner(con->confrelid);
+			if (!OidIsValid(ref_owner) || has_privs_of_role(ref_owner, owner))
+				continue;
+			ref_owner_name = GetUserNameFromId(ref_owner, true);
+			ereport(WARNING,
+					(errmsg("foreign key \"%s\" of protected table \"%s\" follows table \"%s\" of role \"%s\"",
+							NameStr(con->conname), protected_name,
+							get_rel_name(con->confrelid),
+							ref_owner_name ? ref_owner_name : "?"),
+					 errdetail("Its ON UPDATE or ON DELETE action writes the protected table when that role changes its own rows; the guard refuses such a write (42501) unless the role may write the protected table itself, so that no other role moves its fences."),
+					 errhint("Declare the foreign key ON UPDATE/ON DELETE RESTRICT or NO ACTION, or reference a table of the protected table's owner.")));
+		}
+		systable_endscan(scan);
+		table_close(conrel, AccessShareLock);
+	}
+}
+
 /*
  * fencing.protect(tbl, fence_column, key_columns, strict, scope_name, lease):
  * install the guard and record the settings; a second call changes them.
@@ -415,6 +476,7 @@ fencing_protect(PG_FUNCTION_ARGS)
 		FencingSeedScopesFrom(relid, relid);
 
 	InvalidateTree(tree);
+	WarnForeignActions(tree, FencingRelOwner(relid), get_rel_name(relid));
 	PG_RETURN_VOID();
 }
 

@@ -14,7 +14,7 @@
 extern bool FencingBypass;
 extern void FencingGucInit(void);
 extern const Fence *FencingTokenSetting(void);
-extern void FencingWriteBegin(void);
-extern void FencingWriteEnd(bool completed);
+extern const Fence *FencingTokenSettingRaw(void);
+extern bool FencingTokenSetForSession(void);
 
 #endif							/* FENCING_SETTINGS_H */

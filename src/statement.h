@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * statement.h
- *	  The writing statement (statement.c): the span during which the
- *	  guard's settings cannot change.
+ *	  The phases of a statement (statement.c): hooks that tell the frames
+ *	  of provenance.c what the backend is doing.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,5 +10,6 @@
 #define FENCING_STATEMENT_H
 
 extern void FencingStatementInit(void);
+extern bool FencingUnseenCallOf(Oid funcid);
 
 #endif							/* FENCING_STATEMENT_H */

@@ -7,15 +7,17 @@
 #   sudo bash test/check.sh --pg 18  one version (15 or 18)
 #   sudo FENCING_SUITES="regress isolation" bash test/check.sh --pg 15
 #
-# It only orchestrates: installs what is missing (apt, as root), and for
-# each version, in a process of its own (both at once; FENCING_SERIAL=1:
-# one after the other), builds with -Wall -Wextra -Werror and assertions
+# It only orchestrates: first installs and downloads what the chosen
+# suites need on the chosen versions, in one step (test/lib/deps.sh, as
+# root; nothing of the system changes after it, and a check says so at
+# the end), then for each version, in a process of its own (both at once;
+# FENCING_SERIAL=1: one after the other), builds with -Wall -Wextra -Werror and assertions
 # into a private copy of the server (test/lib/common.sh, test/lib/pg18.sh),
 # copies the tree where the postgres OS user can read it, starts the main
 # cluster (fencing preloaded) and runs the suites: regress isolation pgtap
 # alone, one after the other (they read counters of the main cluster that
-# any write on it moves), then tap memory, every other suite by name, and
-# bench, FENCING_JOBS (2) at a time.  The last line is "N passed, M
+# any write on it moves), then the others, the longest first, and bench,
+# FENCING_JOBS (2) at a time.  The last line is "N passed, M
 # failed" over every version; the exit status is non-zero when anything
 # failed.  FENCING_KEEP=1 keeps the scratch directories.
 #
@@ -46,24 +48,55 @@ done
 export PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-/tmp/fencing-portlock}
 mkdir -p "$PG_TEST_PORT_DIR" && chmod 1777 "$PG_TEST_PORT_DIR"
 
-# More than one version: a child per version; the first one's output is
-# shown as it comes, each other's once the one before has ended.
-if [ ${#versions[@]} -gt 1 ]; then
+alone=" regress isolation pgtap "
+all=$(cd "$FENCING_ROOT/test/suites" && printf '%s\n' *.sh | sed 's/\.sh$//' | sort)
+# the default order: the three that run alone, then the longest first (as
+# measured in a cold run: the run ends when its longest suites do), the
+# others by name, bench last
+longest="tap client_python client_go citus memory update package pg_upgrade locksvc pg_isolation release"
+# shellcheck disable=SC2086
+default=$({ printf '%s\n' regress isolation pgtap $longest; grep -vx bench <<<"$all"; echo bench; } \
+    | grep -Fxf <(echo "$all") | awk '!seen[$0]++ { printf " %s", $0 }')
+suites=${FENCING_SUITES:-$default}
+for s in $suites; do
+    [ -f "$FENCING_ROOT/test/suites/$s.sh" ] || fencing_die "unknown suite $s (one of:$default)"
+done
+
+# The run: everything the suites need installed and downloaded first, in
+# one step (test/lib/deps.sh); then a child per version, whose output is
+# shown as it comes for the first, once the one before ended for the
+# others.  While they run, the harness's apt lock is held shared (an apt
+# run of the harness's, of this run or another, waits: none changes the
+# system under the suites), and the harness's packages and apt's sources
+# must stay as they were when the suites started: a check of its own.
+if [ -z "${FENCING_PREPARED:-}" ]; then
     t0=$SECONDS pass=0 fail=0 logs=() pids=()
-    fencing_set_pgver "${versions[0]}"
-    fencing_deps                    # one apt run before the passes start
+    # what the tools root runs keep (npm's cache, Go's telemetry), in the
+    # harness's cache, not in root's home
+    export npm_config_cache=$FENCING_CACHE/root/npm XDG_CACHE_HOME=$FENCING_CACHE/root/cache \
+        XDG_CONFIG_HOME=$FENCING_CACHE/root/config
+    # shellcheck disable=SC2086
+    fencing_prepare "${versions[@]}" -- $suites
+    fencing_log "installed and downloaded what the suites need ($((SECONDS - t0)) s)"
+    exec 8>"$FENCING_CACHE/apt.lock"
+    flock -s 8
+    state0=$(mktemp /tmp/fencing-state.XXXXXX)
+    fencing_system_state >"$state0"
     for v in "${versions[@]}"; do
         logs+=("$(mktemp "/tmp/fencing-check-$v.XXXXXX")")
-        bash "$0" --pg "$v" >"${logs[-1]}" 2>&1 &
+        bash "$0" --pg "$v" >"${logs[-1]}" 2>&1 8>&- &
         pids+=($!)
         [ -n "${FENCING_SERIAL:-}" ] && wait $!
     done
-    trap 'kill "${pids[@]}" 2>/dev/null; exit 130' INT TERM
+    trap 'kill "${pids[@]}" 2>/dev/null; rm -f "$state0"; exit 130' INT TERM
     for i in "${!versions[@]}"; do
-        fencing_log "=== PostgreSQL ${versions[$i]} ==="
+        [ ${#versions[@]} -gt 1 ] && fencing_log "=== PostgreSQL ${versions[$i]} ==="
         tail -n +1 --pid="${pids[$i]}" -f "${logs[$i]}"
         wait "${pids[$i]}"
     done
+    state_diff=$(fencing_system_state | diff "$state0" - | grep '^[<>]')
+    rm -f "$state0"
+    exec 8>&-
     echo
     echo "Summary over PostgreSQL ${versions[*]} ($((SECONDS - t0)) s)"
     for i in "${!versions[@]}"; do
@@ -76,6 +109,14 @@ if [ ${#versions[@]} -gt 1 ]; then
         fi
         rm -f "${logs[$i]}"
     done
+    if [ -z "$state_diff" ]; then
+        pass=$((pass + 1))
+        echo "  system     the harness's packages and apt's sources as they were when the suites started"
+    else
+        fail=$((fail + 1))
+        echo "  system     changed while the suites ran (only test/lib/deps.sh installs, before they start):"
+        printf '    %s\n' "${state_diff//$'\n'/$'\n'    }"
+    fi
     echo
     echo "$pass passed, $fail failed"
     [ "$fail" -eq 0 ]
@@ -84,15 +125,6 @@ fi
 fencing_set_pgver "${versions[0]}"
 trap fencing_cleanup EXIT
 trap 'exit 130' INT TERM
-
-alone=" regress isolation pgtap "
-all=$(cd "$FENCING_ROOT/test/suites" && printf '%s\n' *.sh | sed 's/\.sh$//' | sort)
-default=$({ printf '%s\n' regress isolation pgtap tap memory; grep -vx bench <<<"$all"; echo bench; } \
-    | grep -Fxf <(echo "$all") | awk '!seen[$0]++ { printf " %s", $0 }')
-suites=${FENCING_SUITES:-$default}
-for s in $suites; do
-    [ -f "$FENCING_ROOT/test/suites/$s.sh" ] || fencing_die "unknown suite $s (one of:$default)"
-done
 
 fencing_deps
 fencing_build "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING"

@@ -1,46 +1,51 @@
-#!/usr/bin/python3
-"""Benchmark: a fenced transaction through the library vs the same
-transaction written by hand with psycopg.
+"""Benchmark: a fenced transaction through the library against the same
+transaction written by hand with psycopg, in one run.
 
-    python3 bench.py [--n 2000] [--rounds 10] [--delay-ms D]   (libpq's PG* variables)
+    python bench.py [--n 3000] [--delay-ms D]    (libpq's PG* variables)
 
-Both do: BEGIN; SELECT fencing.set_token(%s) (bound); UPDATE one row of a
-protected table; COMMIT — with a fresh, higher token each time.  The
-library sends BEGIN and set_token in one round trip (pipeline mode); by
-hand they are two.  Rounds alternate (library, by hand, library, ...) so
-that drift of the machine hits both alike; each round runs n/rounds
-transactions.  Prints the median latency of each and their ratio.  Not a
-test: nothing fails on its numbers.
+Each transaction updates one row of a protected table, with a token given
+(``token``) or with a new token of a built-in lease per transaction
+(``lease``: ``fencing.lease_next`` first).  Three ways each:
 
-The library is measured twice: as it is (pipeline) and with
-pipeline=False (BEGIN and set_token one after the other, as by hand).
---delay-ms D puts a proxy between client and server that holds every
-chunk D/2 ms in each direction: a network with a round trip of D ms
-instead of the loopback's few microseconds.
+  library                     ``fenced(conn, token_or_lease)``: BEGIN, the
+                              check for a leftover token and set_token in
+                              one pipeline (one round trip), the UPDATE,
+                              COMMIT
+  by hand, the same statements   the same statements and pipeline, written
+                              out with psycopg: the library's own cost
+  by hand, plain              BEGIN; SELECT fencing.set_token(%s); UPDATE;
+                              COMMIT, one after the other, no check
+
+The kinds take turns one transaction at a time, in a rotating order, so
+that the drift of a shared machine hits them alike.  Prints the median latency of each kind and the
+ratio library / by hand.  Not a test: nothing fails on its numbers.
+``--delay-ms D`` puts a proxy that holds every chunk D/2 ms each way
+between client and server: a network with a round trip of D ms.
 """
+from __future__ import annotations
+
 import argparse
 import os
 import socket
-import threading
 import statistics
-import sys
+import threading
 import time
+from datetime import timedelta
+from typing import Any, Callable
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import psycopg
 
-import psycopg  # noqa: E402
-
-import fencing_client as fc  # noqa: E402
+import fencing_client as fc
 
 
 def delay_proxy(host: str, port: int, delay: float) -> int:
     """A TCP proxy on 127.0.0.1 that forwards each chunk delay/2 seconds
-    late, each way; returns its port."""
+    late, each way; its port."""
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(8)
 
-    def pump(src, dst):
+    def pump(src: socket.socket, dst: socket.socket) -> None:
         try:
             while True:
                 b = src.recv(65536)
@@ -57,7 +62,7 @@ def delay_proxy(host: str, port: int, delay: float) -> int:
                 except OSError:
                     pass
 
-    def serve():
+    def serve() -> None:
         while True:
             c, _ = ls.accept()
             u = socket.create_connection((host, port))
@@ -67,73 +72,122 @@ def delay_proxy(host: str, port: int, delay: float) -> int:
             threading.Thread(target=pump, args=(u, c), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
-    return ls.getsockname()[1]
+    port_: int = ls.getsockname()[1]
+    return port_
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=2000, help="transactions of each kind")
-    ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("--table", default="fencing_client_bench")
+    ap.add_argument("--n", type=int, default=3000, help="transactions of each kind")
     ap.add_argument("--delay-ms", type=float, default=0.0)
     a = ap.parse_args()
 
     conn = psycopg.connect()            # autocommit off: psycopg's default
     if a.delay_ms > 0:
-        port = delay_proxy(os.environ.get("PGHOST", "127.0.0.1"), int(os.environ.get("PGPORT", "5432")),
-                           a.delay_ms / 1000)
+        port = delay_proxy(os.environ.get("PGHOST", "127.0.0.1"),
+                           int(os.environ.get("PGPORT", "5432")), a.delay_ms / 1000)
         conn.close()
         conn = psycopg.connect(host="127.0.0.1", port=port)
+    table = f"fencing_client_bench_{os.getpid()}"
     with conn.transaction():
         conn.execute("CREATE EXTENSION IF NOT EXISTS fencing")
-        conn.execute(f"DROP TABLE IF EXISTS {a.table}")
-        conn.execute(f"CREATE TABLE {a.table} (id int PRIMARY KEY, n bigint NOT NULL, fence fencing.fence)")
-        conn.execute(f"INSERT INTO {a.table} VALUES (1, 0, NULL)")
-        conn.execute(f"SELECT fencing.protect('{a.table}')")
-    update = f"UPDATE {a.table} SET n = n + 1 WHERE id = %s"
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n bigint NOT NULL, "
+                     "fence fencing.fence)")
+        conn.execute(f"INSERT INTO {table} VALUES (1, 0, NULL), (2, 0, NULL)")
+        conn.execute(f"SELECT fencing.protect('{table}')")
+    update = f"UPDATE {table} SET n = n + 1 WHERE id = %s"
     counter = [0]
 
-    def token():
+    def token() -> fc.Token:
         counter[0] += 1
         return fc.Token(1, counter[0])
 
-    def library():
+    lease = fc.LeaseSource(conn, f"bench-{os.getpid()}", ttl=600)
+    lease.acquire(timeout=10)
+    ttl = timedelta(seconds=600)
+
+    check = ("SELECT pg_catalog.current_setting('fencing.token', true), "
+             "pg_catalog.pg_backend_pid()")
+
+    def by_hand_pipelined(tok: str, row: int) -> None:
+        # the library's statements, written out: BEGIN, the leftover check
+        # and set_token in one pipeline, the UPDATE, COMMIT
+        conn.autocommit = True
+        tx = psycopg.Transaction(conn)
+        with conn.cursor() as c1, conn.cursor() as c2:
+            with conn.pipeline():
+                tx.__enter__()
+                c1.execute(check)
+                c2.execute("SELECT fencing.set_token(%s)", (tok,))
+            left = c1.fetchone()
+            assert left is not None and not left[0]
+        try:
+            conn.execute(update, (row,))
+        except BaseException as e:
+            tx.__exit__(type(e), e, e.__traceback__)
+            raise
+        else:
+            tx.__exit__(None, None, None)
+        finally:
+            conn.autocommit = False
+
+    def by_hand_plain(tok: str, row: int) -> None:
+        # the shortest by hand: no check, one statement after another
+        with conn.transaction():
+            conn.execute("SELECT fencing.set_token(%s)", (tok,))
+            conn.execute(update, (row,))
+
+    def lease_next() -> str:
+        conn.autocommit = True
+        r = conn.execute("SELECT fencing.lease_next(%s, %s, %s)::text",
+                         (lease.name, str(lease.token), ttl)).fetchone()
+        conn.autocommit = False
+        assert r is not None
+        lease.token = fc.Token.parse(r[0])
+        return str(r[0])
+
+    def library_token() -> None:
         with fc.fenced(conn, token()) as cur:
             cur.execute(update, (1,))
 
-    def library_no_pipeline():
-        with fc.fenced(conn, token(), pipeline=False) as cur:
-            cur.execute(update, (1,))
+    def library_lease() -> None:
+        with fc.fenced(conn, lease) as cur:
+            cur.execute(update, (2,))
 
-    def by_hand():
-        with conn.transaction():
-            conn.execute("SELECT fencing.set_token(%s)", (str(token()),))
-            conn.execute(update, (1,))
-
-    kinds = (("library", library), ("library, pipeline=False", library_no_pipeline),
-             ("by hand", by_hand))
-    lat = {k: [] for k, _ in kinds}
-    per_round = max(1, a.n // a.rounds)
-    for _ in range(50):                 # warm up every path (prepared statements, caches)
+    kinds: list[tuple[str, Callable[[], None]]] = [
+        ("token: library", library_token),
+        ("token: by hand, the same statements", lambda: by_hand_pipelined(str(token()), 1)),
+        ("token: by hand, plain", lambda: by_hand_plain(str(token()), 1)),
+        ("lease: library", library_lease),
+        ("lease: by hand, the same statements", lambda: by_hand_pipelined(lease_next(), 2)),
+        ("lease: by hand, plain", lambda: by_hand_plain(lease_next(), 2))]
+    lat: dict[str, list[float]] = {k: [] for k, _ in kinds}
+    for _ in range(100):                # warm up every path (prepared statements, caches)
         for _, fn in kinds:
             fn()
-    for r in range(a.rounds):
-        order = kinds if r % 2 == 0 else kinds[::-1]
-        for name, fn in order:
-            for _ in range(per_round):
-                t = time.perf_counter()
-                fn()
-                lat[name].append(time.perf_counter() - t)
+    # one transaction of each kind in turn, the order rotating, so that the
+    # drift of a shared machine hits every kind alike
+    for i in range(a.n):
+        r = i % len(kinds)
+        for name, fn in kinds[r:] + kinds[:r]:
+            t = time.perf_counter()
+            fn()
+            lat[name].append(time.perf_counter() - t)
+    lease.release()
     med = {k: statistics.median(v) * 1e6 for k, v in lat.items()}
-    p90 = {k: statistics.quantiles(v, n=10)[-1] * 1e6 for k, v in lat.items()}
+    where = f"round trip {a.delay_ms} ms" if a.delay_ms else "loopback"
+    impl = psycopg.pq.__impl__
+    print(f"psycopg {psycopg.__version__} ({impl}), {where}, {a.n} "
+          "transactions of each kind, interleaved one by one")
     for k in lat:
-        print(f"{k:24s}: median {med[k]:8.1f} us   p90 {p90[k]:8.1f} us   ({len(lat[k])} transactions)")
-    print(f"ratio library / by hand (medians): {med['library'] / med['by hand']:.3f}; "
-          f"library with pipeline=False / by hand: "
-          f"{med['library, pipeline=False'] / med['by hand']:.3f}"
-          + (f" (round trip {a.delay_ms} ms)" if a.delay_ms else " (loopback)"))
+        print(f"{k:36s}: median {med[k]:8.1f} us")
+    for pair in ("token", "lease"):
+        lib = med[f"{pair}: library"]
+        print(f"{pair}: library / by hand with the same statements: "
+              f"{lib / med[f'{pair}: by hand, the same statements']:.3f}; "
+              f"library / by hand, plain: {lib / med[f'{pair}: by hand, plain']:.3f}")
     with conn.transaction():
-        conn.execute(f"DROP TABLE {a.table}")
+        conn.execute(f"DROP TABLE {table}")
     conn.close()
 
 

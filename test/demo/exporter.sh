@@ -20,7 +20,7 @@ FENCING_EXPORTER_DIR=
 FENCING_EXPORTER_URL=
 
 fencing_exporter_install() {
-    fencing_install_missing prometheus-postgres-exporter curl
+    fencing_need demo
 }
 
 fencing_exporter_start() {

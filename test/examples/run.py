@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run every fenced code block of README.md and docs/*.md as written.
+"""Run every fenced code block of README.md and docs/ (docs/*.md, then
+the pages of its folders, such as docs/recipes/) as written.
 
 Used by test/suites/examples.sh, which starts the services the blocks
 need and sets their environment; it can run alone against any server
@@ -403,7 +404,9 @@ def main():
     args = ap.parse_args()
     root = os.path.abspath(args.root)
     pages = args.pages or ['README.md'] + sorted(
-        'docs/' + f for f in os.listdir(os.path.join(root, 'docs')) if f.endswith('.md'))
+        (os.path.relpath(os.path.join(d, f), root)
+         for d, _, files in os.walk(os.path.join(root, 'docs')) for f in files if f.endswith('.md')),
+        key=lambda p: (p.count('/'), p))
     skips = load_skips(os.path.join(root, 'test/examples/skips'))
     run = Runner(args)
     t0 = time.monotonic()

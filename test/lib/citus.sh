@@ -6,7 +6,7 @@
 #   fencing_citus_build TARBALL  its build's installed files (a DESTDIR stage),
 #                                cached in $FENCING_CITUS_CACHE by Citus version,
 #                                server version and checksum; built once, locked
-FENCING_CITUS_CACHE=${FENCING_CITUS_CACHE:-/var/cache/fencing/citus}
+FENCING_CITUS_CACHE=${FENCING_CITUS_CACHE:-$FENCING_CACHE/citus}
 
 fencing_citus_pick() {
     local f v best=
@@ -24,9 +24,7 @@ fencing_citus_pick() {
 # one build, in $1 (a temporary directory), of tarball $2
 fencing_citus_make() {
     local tmp=$1 tarball=$2 compat inc
-    fencing_install_missing libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev libssl-dev \
-        libselinux1-dev libxslt1-dev libicu-dev zlib1g-dev libreadline-dev flex bison \
-        || fencing_die "cannot install the build dependencies of Citus"
+    fencing_need citus || fencing_die "cannot install the build dependencies of Citus"
     mkdir -p "$tmp/src" && tar -xzf "$tarball" -C "$tmp/src" --strip-components=1 || return 1
     # Citus 13.2.2 declares a static have_createdb_privilege(), which
     # PostgreSQL 15.20 exports from commands/dbcommands.h: rename Citus' copy
@@ -35,8 +33,11 @@ fencing_citus_make() {
     if grep -q have_createdb_privilege "$inc/commands/dbcommands.h" && grep -q '^have_createdb_privilege(void)' "$compat"; then
         perl -0pi -e 's/(static inline bool\s*\nhave_createdb_privilege\(void\))/#define have_createdb_privilege citus_compat_have_createdb_privilege\n$1/' "$compat"
     fi
-    (cd "$tmp/src" && ./configure PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" && make -j"$(nproc)" &&
-        make install DESTDIR="$tmp/stage") >"$tmp/build.log" 2>&1 || { tail -n 40 "$tmp/build.log" >&2; return 1; }
+    # with_llvm=no: no bitcode for the JIT's inlining (Debian's 15 has LLVM,
+    # and PGXS would compile every file a second time with clang); twice as
+    # many jobs as cores, as for PostgreSQL 18 (test/lib/pg18.sh)
+    (cd "$tmp/src" && ./configure PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" && make -j"$(($(nproc) * 2))" with_llvm=no &&
+        make install with_llvm=no DESTDIR="$tmp/stage") >"$tmp/build.log" 2>&1 || { tail -n 40 "$tmp/build.log" >&2; return 1; }
     rm -rf "$tmp/src"
 }
 

@@ -4,8 +4,8 @@
 #
 #   fencing_set_pgver N          the server: 15 (Debian's) or 18 (built from
 #                                source once and cached, test/lib/pg18.sh)
-#   fencing_deps                 install what is missing (apt, as root)
-#   fencing_install_missing PKG...  those packages, when missing
+#   fencing_deps                 what every pass needs: the packages
+#                                (test/lib/deps.sh), PostgreSQL 18 built
 #   fencing_build [CFLAGS] [DIR] build into a private copy of the server
 #                                ($FENCING_WORK/DIR, default install); sets
 #                                FENCING_BINDIR and PG_CONFIG
@@ -32,6 +32,10 @@ FENCING_PGVER=${FENCING_PGVER:-15}
 FENCING_PGVERSIONS="15 18"
 FENCING_CLUSTERS=()
 . "$(dirname "${BASH_SOURCE[0]}")/pg18.sh"
+# (not followed by shellcheck: it would take the suite of that name)
+# shellcheck source=/dev/null
+. "$(dirname "${BASH_SOURCE[0]}")/citus.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/deps.sh"
 
 fencing_log() { printf '==> %s\n' "$*" >&2; }
 fencing_diag_prefix() {
@@ -55,61 +59,9 @@ fencing_set_pgver() {
 fencing_set_pgver "$FENCING_PGVER"
 
 fencing_deps() {
-    local pkgs=(make gcc libc6-dev libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
-                redis-server redis-tools procps util-linux python3)
-    [ "$FENCING_PGVER" = 15 ] && pkgs+=(postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap)
-    fencing_install_missing "${pkgs[@]}" || fencing_die "apt-get install failed"
+    fencing_need base || fencing_die "apt-get install failed"
     [ "$FENCING_PGVER" = 18 ] && fencing_pg18_install
     return 0
-}
-
-# Install the missing ones (node and npm count when on the PATH); false
-# when the install fails.
-fencing_install_missing() {
-    local missing=() p
-    for p in "$@"; do
-        case $p in
-        nodejs) command -v node >/dev/null && continue ;;
-        npm) command -v npm >/dev/null && continue ;;
-        esac
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-    done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    fencing_log "installing: ${missing[*]}"
-    fencing_apt_install "${missing[@]}"
-}
-
-# apt-get install, as root: one apt run of ours at a time (a lock), each
-# waiting for another's dpkg lock rather than failing.
-fencing_apt_install() {
-    [ $# -eq 0 ] && return 0
-    [ "$(id -u)" -eq 0 ] || fencing_die "missing packages ($*); run as root to install them"
-    mkdir -p "$FENCING_CACHE"
-    fencing_with_lock "$FENCING_CACHE/apt.lock" fencing_apt_install_locked "$@"
-}
-fencing_apt_install_locked() {
-    local made='' st
-    export DEBIAN_FRONTEND=noninteractive
-    fencing_apt_update >/dev/null || return 1
-    # the server package must not start a system cluster we do not use
-    [ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-        chmod +x /usr/sbin/policy-rc.d; made=1; }
-    apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "$@" >/dev/null
-    st=$?
-    [ -n "$made" ] && rm -f /usr/sbin/policy-rc.d
-    return $st
-}
-
-# apt-get update [apt options]: waits up to 15 minutes for another apt
-# run's lists lock, which apt's lock timeouts do not cover.
-fencing_apt_update() {
-    local out
-    for _ in $(seq 1 180); do
-        out=$(apt-get -o DPkg::Lock::Timeout=900 -o APT::Lock::Timeout=900 "$@" update -qq 2>&1) && return 0
-        case $out in *"Could not get lock"*|*"Unable to lock"*) sleep 5 ;; *) break ;; esac
-    done
-    printf '%s\n' "$out" >&2
-    return 1
 }
 
 # A world-readable scratch directory (the repository may live where the
@@ -131,6 +83,10 @@ fencing_pg_copy() {
     15) mkdir -p "$inst/usr/lib/postgresql" "$inst/usr/share/postgresql"
         cp -a /usr/lib/postgresql/15 "$inst/usr/lib/postgresql/"
         cp -a /usr/share/postgresql/15 "$inst/usr/share/postgresql/"
+        # without fencing's files, which the package suite may have put
+        # there meanwhile (its package, installed while it runs)
+        rm -rf "$inst"/usr/lib/postgresql/15/lib/fencing.so "$inst"/usr/lib/postgresql/15/lib/bitcode/fencing* \
+            "$inst"/usr/share/postgresql/15/extension/fencing[.-]*
         echo "$inst/usr/lib/postgresql/15/bin" ;;
     18) [ -n "${FENCING_PG18_PREFIX:-}" ] || fencing_pg18_install
         cp -a "$FENCING_PG18_PREFIX" "$inst"
@@ -147,13 +103,22 @@ fencing_make_install() {
     log=$FENCING_WORK/build.log
     b=$(mktemp -d "$FENCING_WORK/build.XXXXXX")
     tar -C "$srcdir" --exclude=.git --exclude=node_modules --exclude=tmp_check -cf - . | tar -C "$b" -xf -
-    local mk=(make -C "$b" -s PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config) dest=(DESTDIR="$inst")
-    [ "$FENCING_PGVER" = 18 ] && mk=(make -C "$b" -s PG_CONFIG="$inst/bin/pg_config") dest=()
+    # 15: Debian's server has LLVM, and PGXS would compile every file again
+    # into bitcode for the JIT's inlining: the package suite's build does
+    # that (dpkg-buildpackage, then installed and used); these builds,
+    # which only run tests, leave it out (with_llvm=no: half the compile)
+    # (fencing_destdir: install under that directory instead, a stage)
+    local mk=(make -C "$b" -s PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config with_llvm=no)
+    local dest=(DESTDIR="${fencing_destdir:-$inst}")
+    if [ "$FENCING_PGVER" = 18 ]; then
+        mk=(make -C "$b" -s PG_CONFIG="$inst/bin/pg_config") dest=()
+        [ -n "${fencing_destdir:-}" ] && dest=(DESTDIR="$fencing_destdir")
+    fi
     { "${mk[@]}" clean >/dev/null 2>&1 && "${mk[@]}" PG_CFLAGS="$cflags" >"$log" 2>&1 &&
       "${mk[@]}" install "${dest[@]}" >>"$log" 2>&1; } \
         || { cat "$log" >&2; fencing_die "build failed (PostgreSQL $FENCING_PGVER)"; }
     rm -rf "$b"
-    chmod -R a+rX "$inst"
+    chmod -R a+rX "${fencing_destdir:-$inst}"
 }
 
 fencing_build() {
@@ -173,12 +138,22 @@ fencing_build_bench_floor() {
     fencing_make_install "$FENCING_ROOT/test/bench/floor" "$FENCING_WORK/${1:-install}" ""
 }
 
+# The postgres OS user's HOME for the harness's programs, where the tools
+# they run keep what they keep (Go's telemetry, npm's and Maven's caches):
+# not the system's /var/lib/postgresql.
+fencing_postgres_home() {
+    [ -d "$FENCING_CACHE/home" ] && return 0
+    mkdir -p "$FENCING_CACHE/home" && chown postgres: "$FENCING_CACHE/home" && chmod 755 "$FENCING_CACHE/home"
+}
+
 # initdb refuses root; keep the environment the tests need.
 fencing_as_postgres() {
     if [ "$(id -un)" = postgres ]; then
         "$@"
     else
-        runuser -u postgres -- env PATH="$FENCING_BINDIR:$PATH" \
+        fencing_postgres_home
+        runuser -u postgres -- env -u XDG_CONFIG_HOME -u XDG_CACHE_HOME -u npm_config_cache \
+            HOME="$FENCING_CACHE/home" PATH="$FENCING_BINDIR:$PATH" \
             PGHOST="${PGHOST:-}" PGPORT="${PGPORT:-}" PGUSER="${PGUSER:-postgres}" \
             PGDATABASE="${PGDATABASE:-postgres}" FENCING_WORK="$FENCING_WORK" \
             FENCING_BINDIR="$FENCING_BINDIR" "$@"
@@ -276,7 +251,8 @@ fencing_regress() {
 # by the variables: `make prove_installcheck` as the postgres OS user in a
 # copy DIR/src of the tree (its own tmp_check/; put what else the tests
 # read into DIR/src first), without the main cluster's connection.  The
-# suite built what they need, so a skip fails.
+# suite built what they need, so a skip fails.  fencing_prove_jobs=N: N
+# test files at a time (each has servers of its own).
 fencing_prove() {
     local dir=$1 tests=$2 st skip
     shift 2
@@ -285,7 +261,8 @@ fencing_prove() {
     chown -R postgres: "$dir"
     fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE "$@" \
         make -C "$dir/src" --no-print-directory prove_installcheck \
-        PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$tests" PROVE_FLAGS=-v 2>&1 | tee "$dir/prove.log"
+        PG_CONFIG="$PG_CONFIG" PROVE_TESTS="$tests" PROVE_FLAGS="-v --timer -j${fencing_prove_jobs:-1}" 2>&1 \
+        | tee "$dir/prove.log"
     st=${PIPESTATUS[0]}
     if skip=$(grep -m1 -o "skipped: .*" "$dir/prove.log"); then
         echo "not ok 1 - $tests ran with what this suite built or installed ($skip)"

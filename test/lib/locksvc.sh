@@ -9,16 +9,11 @@
 #   locksvc_install      all of it; sets LOCKSVC_GO_BIN (etcdmutex, snippet)
 #                        and LOCKSVC_NODE_MODULES; false when anything fails
 
-LOCKSVC_CACHE=${FENCING_LOCKSVC_CACHE:-/var/cache/fencing/locksvc}
+LOCKSVC_CACHE=${FENCING_LOCKSVC_CACHE:-$FENCING_CACHE/locksvc}
 
-# The packages: installed when missing; false when that fails.
-LOCKSVC_PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless
-                  python3-kazoo python3-psycopg redis-server redis-tools pgbouncer
-                  golang-go golang-etcd-server-dev golang-github-jackc-pgx-v4-dev
-                  libpostgresql-jdbc-java default-jdk-headless nodejs npm)
-
+# (the packages: fencing_suite_packages locksvc, test/lib/deps.sh)
 locksvc_install() {
-    fencing_install_missing "${LOCKSVC_PACKAGES[@]}" || return 1
+    fencing_need locksvc || return 1
     mkdir -p "$LOCKSVC_CACHE" || return 1
     locksvc_build_go && locksvc_install_node_pg
 }
@@ -26,6 +21,9 @@ locksvc_install() {
 # The Go programs of test/locksvc (the etcd mutex worker, the pgx
 # snippet), built with Debian's Go packages (GOPATH mode) once per
 # version of their sources, under a lock: another run may build them.
+# They are built as the postgres OS user, in the harness's one Go build
+# cache ($FENCING_CACHE/gocache, the client suites' too): the packages
+# they share (etcd's client, gRPC, pgx) compile once.
 locksvc_build_go() {
     local src=$FENCING_ROOT/test/locksvc sum
     sum=$( (go version; cat "$src"/clients/etcdmutex/*.go "$src"/snippets/go/*.go) | sha256sum | cut -c1-16)
@@ -34,14 +32,16 @@ locksvc_build_go() {
         flock 9
         [ -x "$LOCKSVC_GO_BIN/etcdmutex" ] && [ -x "$LOCKSVC_GO_BIN/snippet" ] && exit 0
         fencing_log "building the Go clients (etcd concurrency.Mutex, pgx) into $LOCKSVC_GO_BIN"
-        local gopath=$LOCKSVC_CACHE/gopath
-        rm -rf "$gopath/src/locksvc" && mkdir -p "$gopath/src/locksvc" "$LOCKSVC_GO_BIN.tmp" || exit 1
+        local gopath=$LOCKSVC_CACHE/gopath gocache=$FENCING_CACHE/gocache
+        rm -rf "$gopath" "$LOCKSVC_GO_BIN.tmp" && mkdir -p "$gopath/src/locksvc" "$LOCKSVC_GO_BIN.tmp" "$gocache" || exit 1
         cp -r "$src/clients/etcdmutex" "$gopath/src/locksvc/etcdmutex"
         cp -r "$src/snippets/go" "$gopath/src/locksvc/snippet"
-        export GO111MODULE=off GOPATH=$gopath:/usr/share/gocode GOCACHE=$LOCKSVC_CACHE/gocache GOFLAGS=
-        go build -o "$LOCKSVC_GO_BIN.tmp/etcdmutex" locksvc/etcdmutex &&
-            go build -o "$LOCKSVC_GO_BIN.tmp/snippet" locksvc/snippet &&
-            rm -rf "$LOCKSVC_GO_BIN" && mv "$LOCKSVC_GO_BIN.tmp" "$LOCKSVC_GO_BIN"
+        chown -R postgres: "$gopath" "$LOCKSVC_GO_BIN.tmp" && fencing_with_lock "$gocache.lock" chown -R postgres: "$gocache" || exit 1
+        # shellcheck disable=SC2016  # expanded by that sh
+        fencing_as_postgres env GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOCACHE="$gocache" GOFLAGS= \
+            sh -c 'go build -o "$1/etcdmutex" locksvc/etcdmutex && go build -o "$1/snippet" locksvc/snippet' \
+            sh "$LOCKSVC_GO_BIN.tmp" &&
+            chown -R root: "$LOCKSVC_GO_BIN.tmp" && rm -rf "$LOCKSVC_GO_BIN" && mv "$LOCKSVC_GO_BIN.tmp" "$LOCKSVC_GO_BIN"
     ) 9>"$LOCKSVC_CACHE/go.lock"
 }
 

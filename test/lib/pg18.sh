@@ -6,54 +6,29 @@
 #                          FENCING_PG18_PREFIX (with pgTAP beside it in
 #                          FENCING_PG18_PGTAP) and FENCING_PG18_VERSION
 #
+#   fencing_pg18_cached    is a build of this recipe cached (of the version
+#                          FENCING_PG18_SRC names, if it names one)?
+#   fencing_pgtap_cached   and pgTAP for it?
+#
 # Debian 12 has only PostgreSQL 15.  The source is $FENCING_PG18_SRC (a
 # postgresql-18_*.orig.tar.*; .ci/run passes shared/vendor's) or else
-# Debian unstable's source package, through a deb-src entry of its own
-# (source entries only: nothing from unstable can be installed by
-# accident); only the upstream tarball is used.  pgTAP comes the same way
-# from Debian's pgtap source package.  The caches live in
-# /var/cache/fencing/, keyed by version and a hash of the recipe; a build
-# happens in a staging directory renamed into place as its last step,
-# under a lock, so a half-built cache is never used and two runs build once.
+# Debian unstable's source package (fencing_source, test/lib/deps.sh:
+# downloaded before any suite starts); only the upstream tarball is used.
+# pgTAP comes the same way from Debian's pgtap source package.  The caches
+# live in /var/cache/fencing/, keyed by version and a hash of the recipe; a
+# build happens in a staging directory renamed into place as its last
+# step, under a lock, so a half-built cache is never used and two runs
+# build once.
 
 FENCING_CACHE=${FENCING_CACHE:-/var/cache/fencing}
 FENCING_PG18_RECIPE=1           # bump when the recipe changes unseen below
 FENCING_PG18_CFLAGS="-O2 -fno-omit-frame-pointer"
-FENCING_PG18_SOURCES=/etc/apt/sources.list.d/fencing-pg18-src.sources
 
 # Assertions on, unless FENCING_PG18_CASSERT=no (a second cache, for the
 # benchmark's timings).
 fencing_pg18_configure() {
     FENCING_PG18_CONFIGURE=(--enable-debug --enable-tap-tests --with-openssl --with-icu --without-llvm)
     [ "${FENCING_PG18_CASSERT:-yes}" = no ] || FENCING_PG18_CONFIGURE=(--enable-cassert "${FENCING_PG18_CONFIGURE[@]}")
-}
-
-fencing_pg18_apt_source() {
-    if [ ! -f "$FENCING_PG18_SOURCES" ]; then
-        [ "$(id -u)" -eq 0 ] || fencing_die "need root to add $FENCING_PG18_SOURCES"
-        printf '%s\n' "# Added by the fencing test harness (test/lib/pg18.sh): the source packages" \
-            "# of PostgreSQL 18 and pgTAP, which Debian 12 does not have.  Source entries" \
-            "# only: nothing from unstable can be installed from here." \
-            "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: unstable" \
-            "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
-            >"$FENCING_PG18_SOURCES"
-    fi
-    fencing_apt_update -o Dir::Etc::sourcelist="$FENCING_PG18_SOURCES" -o Dir::Etc::sourceparts=- \
-        -o APT::Get::List-Cleanup=0 >/dev/null
-}
-
-# The upstream version of source package $1 ("18.1").
-fencing_apt_src_version() {
-    apt-cache showsrc "$1" 2>/dev/null | sed -n 's/^Version: //p' \
-        | sort -V | tail -1 | sed 's/^[0-9]*://; s/-[^-]*$//'
-}
-
-# The .orig tarball of source package $1, downloaded into the current
-# directory (apt's _apt user writes it); prints its path.
-fencing_apt_src_orig() {
-    chmod 777 "$PWD"
-    apt-get source --download-only --tar-only -qq "$1" >"$PWD/apt.log" 2>&1
-    compgen -G "$PWD/$1_*.orig.tar.*" | sort | head -1
 }
 
 fencing_with_lock() {
@@ -68,8 +43,7 @@ fencing_pg18_build() {
     fencing_pg18_configure
     stage=$(mktemp -d "$FENCING_CACHE/.build-pg$version.XXXXXX")
     fencing_log "building PostgreSQL $version from $(basename "$tarball") into $dest (once; cached)"
-    fencing_install_missing bison flex libreadline-dev zlib1g-dev libssl-dev libicu-dev pkg-config \
-        libipc-run-perl perl make gcc
+    FENCING_PGVER=18 fencing_need base || fencing_die "PostgreSQL $version: its build's packages are missing"
     # world-bin, then what an extension's installcheck and TAP tests need
     # (isolationtester, the Perl test modules)
     ( set -e
@@ -78,7 +52,10 @@ fencing_pg18_build() {
       cd postgresql-"$version"
       ./configure --prefix="$dest" "${FENCING_PG18_CONFIGURE[@]}" CFLAGS="$FENCING_PG18_CFLAGS" \
           >"$stage/configure.log" 2>&1
-      make -s -j"$(nproc)" world-bin >"$stage/make.log" 2>&1
+      # twice as many jobs as cores: the build is on the 18 pass's way, and
+      # on a busy machine (the 15 pass's suites beside it) more runnable
+      # jobs get it a fairer share of the cores
+      make -s -j"$(($(nproc) * 2))" world-bin >"$stage/make.log" 2>&1
       { make -s install-world-bin DESTDIR="$stage/root"
         make -s -C src/test/isolation install DESTDIR="$stage/root"
         make -s -C src/test/perl install DESTDIR="$stage/root"; } >>"$stage/make.log" 2>&1
@@ -113,36 +90,61 @@ fencing_pgtap_build() {
     rm -rf "$stage"
 }
 
-fencing_pg18_install() {
-    local hash version tarball dl dest tapdir tapver
+# The cache key of the recipe: version-independent.
+fencing_pg18_hash() {
     fencing_pg18_configure
-    hash=$(printf '%s\n' "$FENCING_PG18_RECIPE" "${FENCING_PG18_CONFIGURE[@]}" "$FENCING_PG18_CFLAGS" \
-        | sha256sum | cut -c1-10)
+    printf '%s\n' "$FENCING_PG18_RECIPE" "${FENCING_PG18_CONFIGURE[@]}" "$FENCING_PG18_CFLAGS" \
+        | sha256sum | cut -c1-10
+}
+
+# The version of a postgresql-18_VERSION.orig.tar.* file's name.
+fencing_pg18_tarball_version() {
+    basename "$1" | sed -n 's/^postgresql-18_\([0-9][0-9.]*\)\.orig\.tar\..*$/\1/p'
+}
+
+# The cached build to use: of FENCING_PG18_SRC's version if set, else the
+# newest; nothing when there is none.
+fencing_pg18_cached_dir() {
+    local hash v=''
+    hash=$(fencing_pg18_hash)
+    [ -n "${FENCING_PG18_SRC:-}" ] && v=$(fencing_pg18_tarball_version "$FENCING_PG18_SRC")
+    compgen -G "$FENCING_CACHE/postgresql-${v:-18.*}-$hash" | sort -V | tail -1
+}
+fencing_pg18_cached() {
+    local d
+    d=$(fencing_pg18_cached_dir)
+    [ -n "$d" ] && [ -x "$d/bin/postgres" ]
+}
+fencing_pgtap_cached() {
+    local d
+    d=$(fencing_pg18_cached_dir)
+    [ -n "$d" ] && [ -n "$(compgen -G "$FENCING_CACHE/pgtap-*-for-$(basename "$d")")" ]
+}
+
+fencing_pg18_install() {
+    local hash version tarball dest tapdir tapver
+    hash=$(fencing_pg18_hash)
     mkdir -p "$FENCING_CACHE"
     if [ -n "${FENCING_PG18_SRC:-}" ]; then
         [ -f "$FENCING_PG18_SRC" ] || fencing_die "FENCING_PG18_SRC=$FENCING_PG18_SRC: no such file"
         tarball=$(readlink -f "$FENCING_PG18_SRC")
-    elif fencing_pg18_apt_source; then
-        version=$(fencing_apt_src_version postgresql-18)
-    fi
-    [ -n "${tarball:-}" ] && version=$(basename "$tarball" | sed -n 's/^postgresql-18_\([0-9][0-9.]*\)\.orig\.tar\..*$/\1/p')
-    [ -n "${tarball:-}" ] && [ -z "$version" ] && fencing_die "FENCING_PG18_SRC: not a postgresql-18_*.orig.tar.* file"
-    # no network: the newest build in the cache, if any
-    [ -n "${version:-}" ] || version=$(compgen -G "$FENCING_CACHE/postgresql-18.*-$hash" \
-        | sed "s|.*/postgresql-||; s|-$hash\$||" | sort -V | tail -1)
-    [ -n "$version" ] || fencing_die "PostgreSQL 18: no source (set FENCING_PG18_SRC, or allow apt-get source postgresql-18)"
-    dest=$FENCING_CACHE/postgresql-$version-$hash
-    if [ ! -d "$dest" ]; then
-        if [ -z "${tarball:-}" ]; then
-            dl=$(mktemp -d "$FENCING_CACHE/.src.XXXXXX")
-            tarball=$(cd "$dl" && fencing_apt_src_orig postgresql-18)
-            [ -n "$tarball" ] || { cat "$dl/apt.log" >&2; fencing_die "apt-get source postgresql-18 gave no .orig tarball"; }
-            version=$(basename "$tarball" | sed -n 's/^postgresql-18_\([0-9][0-9.]*\)\.orig\.tar\..*$/\1/p')
+        version=$(fencing_pg18_tarball_version "$tarball")
+        [ -n "$version" ] || fencing_die "FENCING_PG18_SRC: not a postgresql-18_*.orig.tar.* file"
+        dest=$FENCING_CACHE/postgresql-$version-$hash
+    else
+        # the newest build cached, else Debian's source package
+        dest=$(fencing_pg18_cached_dir)
+        if [ -z "$dest" ]; then
+            tarball=$(fencing_source postgresql-18)
+            [ -n "$tarball" ] || fencing_die "PostgreSQL 18: no source (set FENCING_PG18_SRC, or allow apt-get source postgresql-18)"
+            version=$(fencing_pg18_tarball_version "$tarball")
             dest=$FENCING_CACHE/postgresql-$version-$hash
         fi
+        version=$(basename "$dest" | sed "s/^postgresql-//; s/-$hash\$//")
+    fi
+    if [ ! -d "$dest" ]; then
         fencing_with_lock "$FENCING_CACHE/postgresql-18.lock" fencing_pg18_build "$tarball" "$version" "$dest" \
             || fencing_die "PostgreSQL $version: no build"
-        [ -n "${dl:-}" ] && rm -rf "$dl"
     fi
     [ -x "$dest/bin/postgres" ] || fencing_die "PostgreSQL 18 cache $dest is broken"
     FENCING_PG18_PREFIX=$dest FENCING_PG18_VERSION=$version
@@ -151,16 +153,12 @@ fencing_pg18_install() {
     # pgTAP for it: any cached build against this prefix will do
     tapdir=$(compgen -G "$FENCING_CACHE/pgtap-*-for-$(basename "$dest")" | sort -V | tail -1)
     if [ -z "$tapdir" ]; then
-        fencing_pg18_apt_source || fencing_die "pgTAP for PostgreSQL 18 needs apt-get source pgtap"
-        tapver=$(fencing_apt_src_version pgtap)
-        [ -n "$tapver" ] || fencing_die "no pgtap source package found"
+        tarball=$(fencing_source pgtap)
+        [ -n "$tarball" ] || fencing_die "pgTAP for PostgreSQL 18 needs Debian's pgtap source package (apt-get source pgtap)"
+        tapver=$(basename "$tarball" | sed -n 's/^pgtap_\([0-9][0-9.]*\)\.orig\.tar\..*$/\1/p')
         tapdir=$FENCING_CACHE/pgtap-$tapver-for-$(basename "$dest")
-        dl=$(mktemp -d "$FENCING_CACHE/.src.XXXXXX")
-        tarball=$(cd "$dl" && fencing_apt_src_orig pgtap)
-        [ -n "$tarball" ] || { cat "$dl/apt.log" >&2; fencing_die "apt-get source pgtap gave no .orig tarball"; }
         fencing_with_lock "$FENCING_CACHE/pgtap.lock" fencing_pgtap_build "$tarball" "$dest" "$tapdir" \
             || fencing_die "pgTAP: no build"
-        rm -rf "$dl"
     fi
     FENCING_PG18_PGTAP=$tapdir
     export FENCING_PG18_PREFIX FENCING_PG18_VERSION FENCING_PG18_PGTAP

@@ -4,7 +4,8 @@
 #   fencing_newest_version [DIR]  default_version of DIR's (the tree's) fencing.control
 #   fencing_releases              "VERSION COMMIT" lines of test/releases, oldest first
 #   fencing_build_release V INST  release V's tree (git archive of its commit) in
-#                                 $FENCING_WORK/release-V, built into the copy INST;
+#                                 $FENCING_WORK/release-V, built into the copy INST
+#                                 (the build cached in $FENCING_CACHE/releases);
 #                                 2 (why on stderr) without the commit or when its
 #                                 fencing.control is not at V, 1 when it does not
 #                                 build ($FENCING_WORK/build.log)
@@ -28,5 +29,34 @@ fencing_build_release() {
         echo "commit $commit of release $v has default_version '$(fencing_newest_version "$src")'" >&2
         return 2
     fi
-    (fencing_make_install "$src" "$inst" "-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING") 2>/dev/null || return 1
+    # each release's build for this server is cached ($FENCING_CACHE/releases):
+    # its commit and the server's version and build options key it
+    local cflags="-Wall -Wextra -Werror -DUSE_ASSERT_CHECKING" server key cache
+    if [ "$FENCING_PGVER" = 18 ]; then
+        server=$(basename "$FENCING_PG18_PREFIX")
+    else
+        server=postgresql-15-$(dpkg-query -W -f='${Version}' postgresql-15)
+    fi
+    key=$(printf '%s\n' "$cflags" with_llvm=no 1 | sha256sum | cut -c1-8)
+    cache=$FENCING_CACHE/releases/$v-${commit:0:12}-$server-$key
+    mkdir -p "$FENCING_CACHE/releases"
+    fencing_with_lock "$cache.lock" fencing_release_build "$src" "$inst" "$cache" "$cflags" || return 1
+    cp -a "$cache/." "$inst/"
+}
+
+# (under the lock) build release tree $1 for the copy $2 into cache
+# directory $3 with CFLAGS $4, unless it is there: installed into a stage,
+# moved into place whole
+fencing_release_build() {
+    local src=$1 inst=$2 cache=$3 cflags=$4 stage root
+    [ -d "$cache" ] && return 0
+    stage=$(mktemp -d "$cache.XXXXXX")
+    if ! (fencing_destdir=$stage fencing_make_install "$src" "$inst" "$cflags") 2>/dev/null; then
+        rm -rf "$stage"
+        return 1
+    fi
+    # 15 installs below the copy's root, 18 below its prefix
+    root=$stage
+    [ "$FENCING_PGVER" = 18 ] && root=$stage$inst
+    mv -T "$root" "$cache" && rm -rf "$stage"
 }

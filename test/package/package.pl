@@ -251,7 +251,15 @@ sub lock_run {
 }
 
 # --- what "the system as it was found" means ---
+#
 
+# What this test is responsible for, and nothing else: the packages (its
+# own, and PostgreSQL's, which it must not change), the clusters, apt's
+# configuration, the system's PostgreSQL $V directories and clusters
+# (/var/lib/postgresql/$V, not the rest of the postgres OS user's home,
+# where other programs keep their files), and its own traces.  (The
+# harness changes none of them while suites run: test/lib/deps.sh installs
+# everything before, and its deb-src entry is in its own cache.)
 sub snapshot {
     my %s;
     $s{packages} = out('dpkg-query', '-W', '-f=${binary:Package} ${Version} ${db:Status-Abbrev}\n');
@@ -261,7 +269,7 @@ sub snapshot {
         glob('/etc/apt/trusted.gpg.d/* /etc/apt/keyrings/*'));
     $s{apt} = @apt ? out('sha256sum', @apt) : '';
     my @dirs = grep { -e } ("/usr/lib/postgresql/$V", "/usr/share/postgresql/$V", '/etc/postgresql',
-        '/etc/postgresql-common', '/var/lib/postgresql', '/var/log/postgresql');
+        '/etc/postgresql-common', "/var/lib/postgresql/$V", '/var/log/postgresql');
     $s{files} = out('find', @dirs, '-printf', '%y %m %u %p\n');
     $s{traces} = join "\n", glob("/var/lib/dpkg/info/*$PKG* /usr/share/doc/*$PKG* $JDIR/fencing-package.* "
         . "$SCRATCH/fencing-package.*"), grep { /^Package: \Q$PKG\E$/ } lines(slurp('/var/lib/apt/extended_states'));

@@ -13,7 +13,7 @@
 #   setup()                 a node (fencing preloaded, listening on
 #                           127.0.0.1 too) with the database "locksvc": the
 #                           tables refunds, ledger, accounts, jobs (protected
-#                           unless BREAK) and lock_generations
+#                           unless BREAK) and fencing_lock_generations
 #   psql_db($sql)           safe_psql in that database
 #   new_rows(@keys)         a row of refunds, accounts, jobs per key
 #   start_etcdctl / start_etcdmutex / start_zk / start_redis
@@ -22,8 +22,12 @@
 #   locked($w, $how)        wait for the worker's grant: its fields (a hash)
 #                           or undef; on the timeline
 #   write_as($w, $kind, $key, $mapping)
-#                           one transaction; a hash: result (ok, a SQLSTATE
-#                           or none), message, hint, token
+#                           one transaction; a hash: result (ok, a SQLSTATE,
+#                           lost when the lock service gave no number, or
+#                           none), reason, message, hint, token
+#   take_next($w)           the worker takes its next token now (in hand)
+#   raise_as($w, $kind, $key)   the first meter with the grant token
+#   many_as($w, $n, $kind, $key)  $n transactions: "N ok, M SQLSTATE/reason"
 #   unlock($w), freeze($w), thaw($w)
 #   rows_of / ledger_of / balance_of($key)   what the rows show
 #   pause_scenario(...)     the pause past the TTL, three checks
@@ -44,7 +48,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT = qw(need_env setup psql_db new_rows start_etcdctl start_etcdmutex
-  start_zk start_redis locked write_as unlock freeze thaw rows_of ledger_of
+  start_zk start_redis locked write_as take_next raise_as many_as unlock freeze
+  thaw rows_of ledger_of
   balance_of pause_scenario raise_generation finish event wait_until $BREAK
   $PY $ROOT $node $DSN);
 
@@ -80,8 +85,8 @@ sub setup
 CREATE EXTENSION fencing;
 -- each lock service's generation: raised after it lost its data (or
 -- restored a snapshot), read by a worker when it takes the lock
-CREATE TABLE lock_generations (service text PRIMARY KEY, generation integer NOT NULL);
-INSERT INTO lock_generations VALUES ('etcd', 0), ('zookeeper', 0), ('redis', 0);
+CREATE TABLE fencing_lock_generations (service text PRIMARY KEY, generation bigint NOT NULL);
+INSERT INTO fencing_lock_generations VALUES ('etcd', 0), ('zookeeper', 0), ('redis', 0);
 CREATE TABLE refunds (id text PRIMARY KEY, paid_by text, payouts int NOT NULL DEFAULT 0,
                       fence fencing.fence);
 CREATE TABLE ledger (id bigserial PRIMARY KEY, account text NOT NULL, amount int NOT NULL,
@@ -119,7 +124,7 @@ sub _worker
 	return FencingLockSvc::Worker->start($name, \@cmd);
 }
 
-# etcdctl lock, token from ETCD_LOCK_REV
+# etcdctl lock; each token the revision of a put on the holder's key
 sub start_etcdctl
 {
 	my ($etcd, $name, $lock) = @_;
@@ -129,12 +134,12 @@ sub start_etcdctl
 		[
 			'etcdctl', '--endpoints=' . $etcd->url, 'lock', '--ttl=2', $lock, '--',
 			$PY, "$clients/worker.py", 'etcdctl', '--who', $name, '--dsn', $DSN,
-			'--run-dir', FencingLockSvc::dir(), '--commands', "$wdir/in"
+			'--etcd', $etcd->url, '--run-dir', FencingLockSvc::dir(), '--commands', "$wdir/in"
 		],
 		env => { ETCDCTL_API => 3 });
 }
 
-# Go concurrency.Mutex, token from the key's CreateRevision
+# Go concurrency.Mutex; each token the revision of a put on the holder's key
 sub start_etcdmutex
 {
 	my ($etcd, $name, $lock) = @_;
@@ -143,7 +148,8 @@ sub start_etcdmutex
 		'-run-dir', FencingLockSvc::dir());
 }
 
-# kazoo Lock, token from the node's czxid
+# the lock recipe with Curator's node names (kazoo); each token the mzxid
+# of a setData on the holder's node
 sub start_zk
 {
 	my ($zk, $name, $path) = @_;
@@ -152,7 +158,8 @@ sub start_zk
 		'--run-dir', FencingLockSvc::dir());
 }
 
-# SET NX PX 2000, INCR
+# lock:{NAME} and fence:{NAME}: SET NX PX 2000 and INCR in one script;
+# each token an INCR in a script that checks the lock
 sub start_redis
 {
 	my ($redis, $name, $lock, $counter) = @_;
@@ -210,9 +217,65 @@ sub write_as
 		event('worker ' . $w->name, "$what$tok -> COMMIT");
 		return { %$j, result => 'ok' };
 	}
+	if (($j->{sqlstate} // '') eq 'lost')
+	{
+		event('worker ' . $w->name, "$what: no new token, the lock is lost: $j->{message}");
+		return { %$j, result => 'lost' };
+	}
 	event('worker ' . $w->name,
-		"$what$tok -> ERROR " . ($j->{sqlstate} // '?') . ': ' . ($j->{message} // ''));
+		"$what$tok -> ERROR "
+		  . ($j->{sqlstate} // '?')
+		  . ($j->{reason} ? " $j->{reason}" : '') . ': '
+		  . ($j->{message} // ''));
 	return { %$j, result => $j->{sqlstate} // 'error' };
+}
+
+sub take_next
+{
+	my ($w) = @_;
+	$w->send('next');
+	my $line = $w->read(60) // 'none';
+	my $j = _jparse($line);
+	event('worker ' . $w->name,
+		$line =~ /^ok/
+		? "takes its next token now: $j->{token} (in hand)"
+		: "takes its next token: none, the lock is lost");
+	return $line =~ /^ok/ ? $j->{token} : undef;
+}
+
+my %fence = (
+	refund => 'UPDATE refunds SET fence = grant token WHERE id = %s (row scope)',
+	ledger => "SELECT fencing.raise_fence('ledger', grant token, %s) (key scope)",
+	advance => 'UPDATE accounts SET fence = advance(fence, grant token) WHERE id = %s');
+
+sub raise_as
+{
+	my ($w, $kind, $key) = @_;
+	my $what = sprintf $fence{$kind}, $key;
+	$w->send("raise $kind $key");
+	my $line = $w->read(60);
+	my $j = _jparse($line // '');
+	my $ok = defined $line && $line =~ /^ok/;
+	event('worker ' . $w->name,
+		"$what, token " . ($j->{token} // '?') . ' -> '
+		  . ($ok ? 'COMMIT' : 'ERROR ' . ($j->{sqlstate} // '?') . ': ' . ($j->{message} // '')));
+	return { %$j, result => $ok ? 'ok' : $j->{sqlstate} // 'none' };
+}
+
+# $n transactions, a new token each: "N ok" or "N ok, M SF001/..." (sorted)
+sub many_as
+{
+	my ($w, $n, $kind, $key) = @_;
+	my $what = sprintf $what{$kind}, $key;
+	$w->send("many $n $kind $key");
+	my $line = $w->read(600);
+	my $j = _jparse($line // '');
+	my $o = $j->{outcomes} // {};
+	my $r = join ', ', map { "$o->{$_} $_" } sort { ($a ne 'ok') <=> ($b ne 'ok') || $a cmp $b } keys %$o;
+	$r = 'none' if $r eq '';
+	event('worker ' . $w->name,
+		sprintf('%s x %d, a new token each -> %s (%.1f s)', $what, $n, $r, $j->{seconds} // 0));
+	return $r;
 }
 
 sub freeze
@@ -251,10 +314,12 @@ sub rows_of
 		  . "coalesce(fence::text, '-') FROM refunds WHERE id = '$_[0]'");
 }
 
+# who wrote the account's ledger entries: "A 1,B 100"
 sub ledger_of
 {
-	return psql_db("SELECT coalesce(string_agg(written_by, ',' ORDER BY id), '-') "
-		  . "FROM ledger WHERE account = '$_[0]'");
+	return psql_db("SELECT coalesce(string_agg(written_by || ' ' || n, ',' ORDER BY written_by), '-') "
+		  . "FROM (SELECT written_by, count(*) AS n FROM ledger WHERE account = '$_[0]' "
+		  . "GROUP BY written_by) AS w");
 }
 
 sub balance_of { return psql_db("SELECT balance FROM accounts WHERE id = '$_[0]'"); }
@@ -262,16 +327,21 @@ sub balance_of { return psql_db("SELECT balance FROM accounts WHERE id = '$_[0]'
 sub raise_generation
 {
 	my ($service) = @_;
-	my $g = psql_db("UPDATE lock_generations SET generation = generation + 1 "
+	my $g = psql_db("UPDATE fencing_lock_generations SET generation = generation + 1 "
 		  . "WHERE service = '$service' RETURNING generation");
-	event('operator', "UPDATE lock_generations SET generation = generation + 1 "
+	event('operator', "UPDATE fencing_lock_generations SET generation = generation + 1 "
 		  . "WHERE service = '$service' (now $g)");
 	return;
 }
 
-# The pause past the TTL: A takes the lock and is frozen; once the lock
-# service reports A's lock gone, B takes it and writes in row scope, key
-# scope and through advance(); A thawed writes the same: SF001 three times.
+# The pause past the TTL.  A takes the lock and writes three transactions
+# (row scope, key scope, advance()), a new token each; it takes the tokens
+# of its next three writes and is frozen.  Once the lock service reports
+# A's lock gone, B takes it and raises the three fences with its grant
+# token, writing nothing (the first meter).  A, thawed before B wrote, gets
+# SF001 with each token it holds, and no new token from the lock service.
+# Then B writes 100 transactions under its one lock, strict, a new token
+# each: all accepted.
 #   pause_scenario($svc, $key, sub { start a worker named $_[0] }, $gone, $how)
 # $gone->($lock) is true once the lock service no longer holds A's lock.
 sub pause_scenario
@@ -287,6 +357,9 @@ sub pause_scenario
 		$wa->stop;
 		return;
 	}
+	my $r = join '/', map { write_as($wa, $_, $key)->{result} } qw(refund ledger advance);
+	is($r, 'ok/ok/ok', "$svc pause: A writes three transactions under its lock, a new token each ($r)");
+	take_next($wa) for 1 .. 3;
 	freeze($wa);
 	if (wait_until("$svc: A's lock gone", 60, sub { $gone->($grant->{lock}) }))
 	{
@@ -297,28 +370,43 @@ sub pause_scenario
 		fail("$svc pause: the lock service lets A's lock go while A is frozen");
 	}
 	my $wb = $start->('B');
-	if (locked($wb, $how))
+	my $gb = locked($wb, $how);
+	if ($gb)
 	{
-		my @r = map { write_as($wb, $_, $key)->{result} } qw(refund ledger advance);
-		is( join('/', @r),
-			'ok/ok/ok',
-			"$svc pause: the new holder B writes in row scope, key scope and through advance()");
-		unlock($wb);
+		$r = join '/', map { raise_as($wb, $_, $key)->{result} } qw(refund ledger advance);
+		is($r, 'ok/ok/ok',
+			"$svc pause: the new holder B raises the three fences with its grant token, writing nothing ($r)");
 	}
 	else
 	{
 		fail("$svc pause: B takes the lock once A's is gone");
-		$wb->stop;
 	}
 	thaw($wa);
-	my $r = join '/', map { write_as($wa, $_, $key)->{result} } qw(refund ledger advance);
+	$r = join '/', map { write_as($wa, $_, $key)->{result} } qw(refund ledger advance);
 	is($r, 'SF001/SF001/SF001',
-		"$svc pause: A, thawed, gets SF001 in row scope, key scope and from advance() ($r)");
+		"$svc pause: A, thawed before B's first write, gets SF001 with the tokens it holds, in row scope, key scope and from advance() ($r)"
+	);
+	$r = write_as($wa, 'refund', $key)->{result};
+	is($r, 'lost', "$svc pause: A gets no new token: the lock service says its lock is lost ($r)");
+	$wa->stop;
+	if ($gb)
+	{
+		$r = many_as($wb, 100, 'ledger', $key);
+		is($r, '100 ok',
+			"$svc pause: B writes 100 transactions under its one lock in a strict table, a new token each: $r");
+		$r = join '/', map { write_as($wb, $_, $key)->{result} } qw(refund advance);
+		is($r, 'ok/ok', "$svc pause: and B pays the refund and debits the account ($r)");
+		unlock($wb);
+	}
+	else
+	{
+		$wb->stop;
+	}
 	my ($rows, $ledger, $balance) = (rows_of($key), ledger_of($key), balance_of($key));
 	is( join('/', join(' ', (split / /, $rows)[ 0, 1 ]), $ledger, $balance),
-		'B 1/B/75',
-		"$svc pause: only B paid, booked and debited ($rows; ledger $ledger; balance $balance)");
-	$wa->stop;
+		'B 2/A 1,B 100/50',
+		"$svc pause: only A's writes before its pause and B's were accepted ($rows; ledger $ledger; balance $balance)"
+	);
 	return;
 }
 

@@ -7,6 +7,9 @@
 #   - every FENCING_* variable named in a file under test/ or .ci/ (the
 #     harness, the demo, the benchmarks, the TAP and client tests) is named
 #     in test/README.md, in backquotes;
+#   - only test/lib/deps.sh changes the system (apt-get, dpkg, apt's
+#     configuration, the install helpers) among the harness's shell files:
+#     test/check.sh runs it before any suite starts;
 #   - docs/development.md: no file of src/ tests PG_VERSION_NUM but
 #     compat.h and the exceptions its sentence on version tests names, and
 #     each of their version tests is about what that sentence names; the
@@ -82,7 +85,35 @@ for v in sorted(named):
     if v not in readme_ticked:
         problems.append(f'test/README.md: {v} is not listed (it is named in {named[v]})')
 
-# 3. docs/development.md against src/
+# 3. one step of a run changes the system: test/lib/deps.sh installs every
+# package and downloads every source package before the first suite starts
+# (and the package suite installs and purges its own package).  No other
+# shell file of the harness runs apt-get or dpkg, writes apt's
+# configuration, or installs through the helpers but fencing_need.
+system_changers = re.compile(
+    r'\b(apt-get|apt|dpkg|fencing_apt_install|fencing_install_missing|fencing_download_sources)\b(?!-)'
+    r'|/etc/apt/')
+# (and test/fresh-machine.sh, which undoes it, and refuses while a run is on)
+allowed_here = {'test/lib/deps.sh', 'test/fresh-machine.sh'}
+for top in ('test', '.ci'):
+    for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
+        dirnames[:] = [d for d in dirnames if d not in ('node_modules', 'tmp_check', 'results')]
+        for fn in filenames:
+            path = os.path.join(dirpath, fn)
+            rel = os.path.relpath(path, root)
+            if not (fn.endswith('.sh') or rel == '.ci/run') or rel in allowed_here:
+                continue
+            for i, line in enumerate(read(rel).split('\n')):
+                # the command, not its comments and messages
+                code = re.sub(r'"(\\.|[^"\\])*"|\'[^\']*\'', '""', line)
+                code = re.sub(r'(^|\s)#.*', '', code)
+                m = system_changers.search(code)
+                if m and not re.search(r'dpkg-query|apt-cache', code[m.start():m.end() + 6]):
+                    problems.append(f'{rel}:{i + 1}: changes the system ("{m.group(0)}") outside '
+                                    f'test/lib/deps.sh, while other suites may run: name what it needs '
+                                    f'in fencing_suite_packages and call fencing_need')
+
+# 4. docs/development.md against src/
 dev = read('docs/development.md')
 paragraphs = re.split(r'\n\s*\n', dev)
 claim = [p for p in paragraphs if 'is the only place that tests `PG_VERSION_NUM`' in p]

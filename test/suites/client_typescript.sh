@@ -12,10 +12,9 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 
 t=test/t/122_client_typescript.pl W=$FENCING_WORK/client_typescript SRC=$FENCING_ROOT/clients/typescript
-CACHE=${FENCING_CLIENT_TS_CACHE:-/var/cache/fencing/client-ts}
-PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools pgbouncer nodejs npm)
-fencing_install_missing "${PACKAGES[@]}" ||
-    { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
+CACHE=${FENCING_CLIENT_TS_CACHE:-$FENCING_CACHE/client-ts}
+fencing_need client_typescript ||
+    { echo "not ok 1 - the packages it needs: $(fencing_suite_packages client_typescript | tr '\n' ' ')"; exit 1; }
 # npm ci once per lock file (and node), under a lock: $CACHE/<hash>/node_modules
 sum=$( (node -v; cat "$SRC/package-lock.json") | sha256sum | cut -c1-16) M=$CACHE/$sum/node_modules
 mkdir -p "$CACHE" && (

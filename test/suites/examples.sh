@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/suites/examples.sh: every example of README.md and docs/*.md, run as
+# test/suites/examples.sh: every example of README.md and docs/ (its folders too), run as
 # written.  The checks are test/t/123_examples.pl (its head says how); this
 # installs what the blocks use (Debian's packages; node-postgres from npm,
 # cached: FENCING_CLIENT_NODE_PATH) and runs that file with `make
@@ -11,12 +11,9 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 
 t=test/t/123_examples.pl W=$FENCING_WORK/examples
-CACHE=/var/cache/fencing/examples GOCACHE=/var/cache/fencing/client-go/gocache
-PACKAGES=(etcd-server etcd-client zookeeper default-jre-headless redis-server redis-tools
-          python3-psycopg python3-redis python3-etcd3 python3-kazoo golang-go
-          golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java default-jdk-headless nodejs npm)
-fencing_install_missing "${PACKAGES[@]}" ||
-    { echo "not ok 1 - install the packages it needs: ${PACKAGES[*]}"; exit 1; }
+CACHE=$FENCING_CACHE/examples GOCACHE=$FENCING_CACHE/gocache
+fencing_need examples ||
+    { echo "not ok 1 - the packages it needs: $(fencing_suite_packages examples | tr '\n' ' ')"; exit 1; }
 mkdir -p "$CACHE" "$GOCACHE" && fencing_with_lock "$GOCACHE.lock" chown -R postgres: "$GOCACHE" || exit 1
 (
     flock 9

@@ -8,7 +8,7 @@ set -u
 . "$FENCING_ROOT/test/lib/common.sh"
 
 test_file=test/t/130_monitoring.pl
-if ! fencing_install_missing prometheus-postgres-exporter prometheus; then
+if ! fencing_need monitoring; then
     echo "not ok 1 - install prometheus-postgres-exporter and prometheus (promtool)"
     exit 1
 fi

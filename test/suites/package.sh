@@ -41,19 +41,9 @@ if ! grep -q '^12\.' /etc/debian_version 2>/dev/null || [ ! -x "/usr/lib/postgre
     exit 0
 fi
 
-# the build's tools
-want=()
-for p in debhelper lintian postgresql-server-dev-all pgxnclient; do
-    [ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | tr -d ' ')" = ii ] || want+=("$p")
-done
-if [ ${#want[@]} -gt 0 ]; then
-    common_ver=$(dpkg-query -W -f='${Version}' postgresql-common)
-    if apt-cache madison postgresql-server-dev-all 2>/dev/null | grep -qF "| $common_ver |"; then
-        want=("${want[@]/#postgresql-server-dev-all/postgresql-server-dev-all=$common_ver}")
-    fi
-    echo "# installing the build's tools: ${want[*]}"
-    fencing_apt_install "${want[@]}" 2>&1 | fencing_diag
-fi
+# the build's tools (fencing_suite_packages package, test/lib/deps.sh;
+# test/check.sh installed them before any suite started)
+fencing_need package 2>&1 | fencing_diag
 
 # (package.pl checks that they are there: its second check)
 exec perl "$test_file"

@@ -2,8 +2,9 @@
 # test/suites/pg_isolation.sh: PostgreSQL's own isolation specs for ALTER
 # TABLE, triggers and partitions give PostgreSQL's expected output with
 # fencing preloaded and created: the DDL guard changes no lock level.  The
-# specs: Debian's source package of the server (apt-get source with a
-# deb-src entry of its own, removed after), cached in /var/cache/fencing.
+# specs: the server's source, Debian's source package (fencing_source,
+# test/lib/deps.sh, downloaded before any suite starts) or, for 18,
+# FENCING_PG18_SRC; its src/test/isolation kept in $FENCING_CACHE.
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
@@ -12,30 +13,30 @@ set -u
 specs=(partition-concurrent-attach detach-partition-concurrently-{1,2,3,4}
     alter-table-{1,2,3,4} create-trigger partition-drop-index-locking
     partition-key-update-{1,2,3,4} fk-partitioned-{1,2} tuplelock-partition)
-cache=/var/cache/fencing srcpkg=postgresql-$FENCING_PGVER
+cache=$FENCING_CACHE srcpkg=postgresql-$FENCING_PGVER
 cached() { compgen -G "$cache/$srcpkg-isolation-*" | sort -V | tail -1; }
 
-# (under the cache's lock) once: the isolation files, moved into place whole
-# shellcheck disable=SC2119  # fencing_apt_update without apt options
-fetch_specs() {
-    local tmp orig list=/etc/apt/sources.list.d/fencing-$srcpkg-src.sources
+# (under the cache's lock) once: the isolation files of the source
+# tarball, moved into place whole
+unpack_specs() {
+    local tmp orig=$1
     [ -n "$(cached)" ] && return 0
     tmp=$(mktemp -d "$cache/.src.XXXXXX")
-    printf '%s\n' "Types: deb-src" "URIs: http://deb.debian.org/debian" "Suites: bookworm bookworm-updates" \
-        "Components: main" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" >"$list"
-    fencing_apt_update >/dev/null 2>&1 && (cd "$tmp" && apt-get source --download-only -qq "$srcpkg" >/dev/null 2>&1)
-    rm -f "$list" && fencing_apt_update >/dev/null 2>&1
-    orig=$(compgen -G "$tmp/${srcpkg}_*.orig.tar.*" | sort | head -1)
-    [ -n "$orig" ] && tar -xf "$orig" -C "$tmp" --wildcards '*/src/test/isolation/*' &&
+    tar -xf "$orig" -C "$tmp" --wildcards '*/src/test/isolation/*' &&
         mv "$tmp"/postgresql-*/src/test/isolation \
             "$cache/$srcpkg-isolation-$(basename "$orig" | sed -E "s/^${srcpkg}_([^.]+\.[^.]+)\.orig.*/\1/")"
     rm -rf "$tmp"
 }
-if [ -z "$(cached)" ] && [ "$(id -u)" -eq 0 ]; then
-    mkdir -p "$cache" && fencing_with_lock "$cache/$srcpkg-isolation.lock" fetch_specs
+if [ -z "$(cached)" ]; then
+    if [ "$FENCING_PGVER" = 18 ] && [ -n "${FENCING_PG18_SRC:-}" ]; then
+        orig=$FENCING_PG18_SRC
+    else
+        orig=$(fencing_source "$srcpkg")
+    fi
+    [ -n "$orig" ] && mkdir -p "$cache" && fencing_with_lock "$cache/$srcpkg-isolation.lock" unpack_specs "$orig"
 fi
 spec_dir=$(cached)
-[ -d "$spec_dir/specs" ] || { echo "1..0 # SKIP could not fetch the $srcpkg source package (apt-get source)"; exit 0; }
+[ -d "$spec_dir/specs" ] || { echo "not ok 1 - PostgreSQL's isolation specs from the $srcpkg source (fencing_source $srcpkg, test/lib/deps.sh)"; exit 1; }
 fencing_log "PostgreSQL's isolation specs from $spec_dir"
 
 # the inputs where the postgres OS user can read them

@@ -13,6 +13,6 @@ FENCING_ROOT=${FENCING_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 . "$FENCING_ROOT/test/lib/common.sh"
 command -v python3 >/dev/null || { echo "1..0 # SKIP python3 is not installed"; exit 0; }
 if ! command -v shellcheck >/dev/null && [ "$(id -u)" -eq 0 ]; then
-    fencing_install_missing shellcheck >/dev/null 2>&1
+    fencing_need release >/dev/null 2>&1
 fi
 exec python3 "$FENCING_ROOT/test/release/check_release.py" "$FENCING_ROOT"

@@ -21,7 +21,11 @@ unset_args=(-u PGHOST -u PGPORT -u PGDATA -u PGDATABASE)
 for v in $(compgen -e | grep -E '^FENCING_(UPGRADE|CITUS|LOCKSVC|CLIENT)_'); do
     unset_args+=(-u "$v")
 done
-# the tests start their own servers: no connection of the main cluster
+# the tests start their own servers: no connection of the main cluster.
+# FENCING_TAP_JOBS (3) at a time: most of a test's time is spent waiting
+# (servers starting, stopping, replicas catching up, stress runs of a
+# fixed length), and each has its own servers, data directories and ports
+# (PG_TEST_PORT_DIR); prove keeps each test's output together.
 fencing_as_postgres env "${unset_args[@]}" \
     make -C "$FENCING_SRC" --no-print-directory prove_installcheck \
-    PG_CONFIG="$PG_CONFIG" PROVE_FLAGS=-v
+    PG_CONFIG="$PG_CONFIG" PROVE_FLAGS="-v --timer -j${FENCING_TAP_JOBS:-3}"

@@ -30,6 +30,7 @@ while read -r v commit; do
     [ -d "$W/release-$v" ] && srcs="$srcs $v=$W/release-$v"
 done < <(fencing_releases)
 
-fencing_prove "$W" "test/t/092_update.pl test/t/093_update_paths.pl" \
+# the two files side by side (servers of their own each)
+fencing_prove_jobs=2 fencing_prove "$W" "test/t/092_update.pl test/t/093_update_paths.pl" \
     FENCING_UPGRADE_TREE_INSTALL="${FENCING_BINDIR%/bin}" FENCING_UPGRADE_RELEASE_INSTALLS="$insts" \
     FENCING_UPGRADE_RELEASE_SOURCES="$srcs" FENCING_UPGRADE_RELEASE_ERRORS="$errors"

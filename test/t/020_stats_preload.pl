@@ -73,7 +73,7 @@ $node->restart;
 is($node->safe_psql('postgres', 'SELECT count(*) FROM fencing.stats'),
 	'0', 'with the preload, fencing.stats is empty');
 is( $node->safe_psql('postgres', 'SELECT * FROM fencing.idempotency_stats'),
-	'0|0|0|0|0', 'with the preload, fencing.idempotency_stats is zero');
+	'0|0|0|0|0|0', 'with the preload, fencing.idempotency_stats is zero');
 is( $node->safe_psql('postgres', 'SELECT * FROM fencing.lease_stats'),
 	'0|0|0|0|0|0|0|0|0|0|0', 'with the preload, fencing.lease_stats is zero');
 is( $node->safe_psql('postgres',

@@ -40,7 +40,7 @@ $sub->safe_psql('postgres', $schema);
 $pub->safe_psql('postgres', q{
 	INSERT INTO accounts VALUES ('acct-1', 100, '1:1'), ('acct-2', 100, '1:1'),
 	                            ('acct-3', 100, '1:1');
-	BEGIN; SET LOCAL fencing.token = '1:5';
+	BEGIN; SELECT fencing.set_token('1:5');
 	INSERT INTO ledger VALUES (1, 'acct-1', 100), (2, 'acct-2', 100);
 	COMMIT;
 	CREATE PUBLICATION pub FOR TABLE accounts, ledger;
@@ -64,18 +64,18 @@ is($sub->safe_psql('postgres', $q_all),
 # Writes with tokens on the publisher: UPDATE, INSERT, DELETE, both scopes
 $pub->safe_psql('postgres', q{
 	UPDATE accounts SET balance = balance - 10, fence = '2:1' WHERE id = 'acct-1';
-	BEGIN; SET LOCAL fencing.token = '2:2';
+	BEGIN; SELECT fencing.set_token('2:2');
 	UPDATE accounts SET balance = balance + 10 WHERE id = 'acct-2';
 	COMMIT;
-	BEGIN; SET LOCAL fencing.token = '2:3';
+	BEGIN; SELECT fencing.set_token('2:3');
 	INSERT INTO ledger VALUES (3, 'acct-1', -10), (4, 'acct-1', 5);
 	UPDATE ledger SET amount = amount + 1 WHERE id = 1;
 	DELETE FROM ledger WHERE id = 4;
 	COMMIT;
-	BEGIN; SET LOCAL fencing.token = '2:4';
+	BEGIN; SELECT fencing.set_token('2:4');
 	INSERT INTO ledger VALUES (5, 'acct-2', 10);
 	COMMIT;
-	BEGIN; SET LOCAL fencing.token = '2:5';
+	BEGIN; SELECT fencing.set_token('2:5');
 	DELETE FROM accounts WHERE id = 'acct-3';
 	COMMIT;
 });
@@ -118,7 +118,7 @@ my @local = (
 	],
 	[
 		'row scope UPDATE with the replicated token',
-		"BEGIN; SET LOCAL fencing.token = '2:1'; UPDATE accounts SET balance = 0 WHERE id = 'acct-1'; COMMIT;",
+		"BEGIN; SELECT fencing.set_token('2:1'); UPDATE accounts SET balance = 0 WHERE id = 'acct-1'; COMMIT;",
 		'SF001'
 	],
 	[
@@ -131,12 +131,12 @@ my @local = (
 	],
 	[
 		'key scope INSERT with an older token than replicated',
-		"BEGIN; SET LOCAL fencing.token = '2:2'; INSERT INTO ledger VALUES (10, 'acct-1', 1); COMMIT;",
+		"BEGIN; SELECT fencing.set_token('2:2'); INSERT INTO ledger VALUES (10, 'acct-1', 1); COMMIT;",
 		'SF001'
 	],
 	[
 		'key scope UPDATE with an older token than replicated',
-		"BEGIN; SET LOCAL fencing.token = '2:3'; UPDATE ledger SET amount = 0 WHERE id = 5; COMMIT;",
+		"BEGIN; SELECT fencing.set_token('2:3'); UPDATE ledger SET amount = 0 WHERE id = 5; COMMIT;",
 		'SF001'
 	],
 	[
@@ -158,7 +158,7 @@ foreach my $t (@local)
 
 # a local write with a newer token is accepted (it is guarded, not blocked)
 ($state) = FencingTest::sql_error($sub, 'postgres', q{
-	BEGIN; SET LOCAL fencing.token = '3:1';
+	BEGIN; SELECT fencing.set_token('3:1');
 	INSERT INTO ledger VALUES (11, 'acct-9', 1);
 	UPDATE accounts SET balance = 1 WHERE id = 'acct-2';
 	COMMIT;});
@@ -166,7 +166,7 @@ is($state, '', 'subscriber: a local write with a newer token is accepted');
 
 # and replication goes on
 $pub->safe_psql('postgres', q{
-	BEGIN; SET LOCAL fencing.token = '2:6';
+	BEGIN; SELECT fencing.set_token('2:6');
 	INSERT INTO ledger VALUES (6, 'acct-1', 7);
 	COMMIT;});
 $pub->wait_for_catchup('sub');
@@ -199,7 +199,7 @@ foreach my $t ('r', 'k')
 # the subscriber's own writes take its fences beyond the publisher's
 $sub->safe_psql('postgres', q{
 	UPDATE r_acc SET fence = '6:0' WHERE id = 'x';
-	BEGIN; SET LOCAL fencing.token = '6:0';
+	BEGIN; SELECT fencing.set_token('6:0');
 	INSERT INTO k_led VALUES (100, 'k');
 	COMMIT;});
 # then the publisher writes tokens newer than its own fences, older than
@@ -207,7 +207,7 @@ $sub->safe_psql('postgres', q{
 my $offset = -s $sub->logfile;
 $pub->safe_psql('postgres', q{
 	UPDATE r_acc SET fence = '5:0' WHERE id = 'x';
-	BEGIN; SET LOCAL fencing.token = '5:0';
+	BEGIN; SELECT fencing.set_token('5:0');
 	INSERT INTO k_led VALUES (1, 'k');
 	COMMIT;});
 ok($sub->wait_for_log(qr/ERROR:  stale fence token 5:0 for table "r_acc"/, $offset),

@@ -4,9 +4,11 @@
 # without it again.  In each phase the same writes are accepted and refused
 # the same way (row and key scope), the fences of the previous phase are
 # still there, fencing.stats counts only with the preload (without it:
-# 55000 and a HINT to preload), and a bad fencing.token is refused with
-# 22P02: at SET time once the library is loaded (always with the preload),
-# and when the library loads in a session that set it before (without).
+# 55000 and a HINT to preload), a token SET before the library was loaded
+# in a session is never used (55000, without the preload), and a bad
+# fencing.token is refused with 22P02: at SET time once the library is
+# loaded (always with the preload), and when the library loads in a
+# session that set it before (without).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -49,21 +51,38 @@ sub phase
 			"$label: the fences of the previous phase survived the restart");
 	}
 
-	# a valid token set before anything loaded the library (without the
-	# preload, a placeholder until the guard loads it)
-	($state) = FencingTest::sql_error($node, 'postgres', qq{
+	# a valid token set before anything loaded the library: without the
+	# preload a placeholder, which any code could have set, never used
+	# (55000); fencing.set_token() loads the library and is used
+	($state, $err) = FencingTest::sql_error($node, 'postgres', qq{
 		SET fencing.token = '$p:1';
 		UPDATE accounts SET balance = balance + 1 WHERE id IN (1, 2);});
-	is($state, '', "$label: a token set first thing in the session is used");
+	if ($preload)
+	{
+		is($state, '', "$label: a token set first thing in the session is used");
+	}
+	else
+	{
+		is($state, '55000',
+			"$label: a token SET before the library was loaded is never used (55000)")
+		  or diag $err;
+		like($err, qr/HINT:.*shared_preload_libraries.*fencing\.set_token/s,
+			"$label: ... the HINT names both remedies");
+		($state, $err) = FencingTest::sql_error($node, 'postgres', qq{
+			BEGIN; SELECT fencing.set_token('$p:1');
+			UPDATE accounts SET balance = balance + 1 WHERE id IN (1, 2); COMMIT;});
+		is($state, '', "$label: fencing.set_token() first thing in the session is used")
+		  or diag $err;
+	}
 
 	# accepted
 	my @ok = (
 		[ 'row scope, token in the column',
 		  "UPDATE accounts SET balance = balance + 1, fence = '$p:2' WHERE id = 1" ],
 		[ 'row scope, repeat in one transaction',
-		  "BEGIN; SET LOCAL fencing.token = '$p:3'; UPDATE accounts SET balance = 0 WHERE id = 2; UPDATE accounts SET balance = 1 WHERE id = 2; ROLLBACK;" ],
+		  "BEGIN; SELECT fencing.set_token('$p:3'); UPDATE accounts SET balance = 0 WHERE id = 2; UPDATE accounts SET balance = 1 WHERE id = 2; ROLLBACK;" ],
 		[ 'key scope INSERT with SET LOCAL',
-		  "BEGIN; SET LOCAL fencing.token = '$p:2'; INSERT INTO ledger VALUES (" . ++$ledger_id . ", 1, 5); COMMIT;" ],
+		  "BEGIN; SELECT fencing.set_token('$p:2'); INSERT INTO ledger VALUES (" . ++$ledger_id . ", 1, 5); COMMIT;" ],
 	);
 	foreach my $t (@ok)
 	{
@@ -76,11 +95,11 @@ sub phase
 		[ 'row scope, older token', 'SF001',
 		  "UPDATE accounts SET balance = 0, fence = '$prev:9' WHERE id = 1" ],
 		[ 'row scope, same token in another transaction', 'SF001',
-		  "BEGIN; SET LOCAL fencing.token = '$p:2'; UPDATE accounts SET balance = 0 WHERE id = 1; COMMIT;" ],
+		  "BEGIN; SELECT fencing.set_token('$p:2'); UPDATE accounts SET balance = 0 WHERE id = 1; COMMIT;" ],
 		[ 'row scope, no token', 'SF002',
 		  'UPDATE accounts SET balance = 0 WHERE id = 1' ],
 		[ 'key scope, older token', 'SF001',
-		  "BEGIN; SET LOCAL fencing.token = '$p:1'; INSERT INTO ledger VALUES (1000, 1, 0); COMMIT;" ],
+		  "BEGIN; SELECT fencing.set_token('$p:1'); INSERT INTO ledger VALUES (1000, 1, 0); COMMIT;" ],
 		[ 'key scope, no token', 'SF002',
 		  'INSERT INTO ledger VALUES (1000, 1, 0)' ],
 		[ 'TRUNCATE', 'SF002', 'TRUNCATE ledger' ],
@@ -99,8 +118,9 @@ sub phase
 	if ($preload)
 	{
 		# accepted: 2 + 1 + 2 (the repeat, rolled back, still counts);
-		# stale 2, missing 1
-		is($stdout, '5|2|1', "$label: fencing.stats counted the writes of accounts");
+		# stale 1 (the older token; the same token in another transaction
+		# is counted as already used), missing 1
+		is($stdout, '5|1|1', "$label: fencing.stats counted the writes of accounts");
 	}
 	else
 	{

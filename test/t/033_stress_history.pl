@@ -80,9 +80,9 @@ foreach my $kind (qw(row key transfer adv))
 
 # the statistics agree with the clients
 my $stats = $node->safe_psql('postgres',
-	"SELECT sum(accepted), sum(rejected_stale), sum(rejected_missing) FROM fencing.stats"
+	"SELECT sum(accepted), sum(rejected_stale + rejected_already_used), sum(rejected_missing) FROM fencing.stats"
 );
-note "fencing.stats (accepted|stale|missing, per row): $stats";
+note "fencing.stats (accepted|SF001 stale or already used|missing, per row): $stats";
 my ($st_acc, $st_stale, $st_missing) = split /\|/, $stats;
 my $guarded_stale =
   grep { $_->{outcome} eq 'stale' && $_->{kind} ne 'adv' } @{ $run->{attempts} };

@@ -49,12 +49,16 @@ sub check_after
 	return $check;
 }
 
-# 1. immediate shutdown under load
+# 1. immediate shutdown under load.  From 2.5 s on, every transaction sleeps
+# before its COMMIT for longer than any stop can take (the stop cuts the
+# sleep short): the clients inside one when the stop begins are still
+# inside it when the server dies, however slow the machine.
 my $run = FencingTest::run_stress(
 	$node, 'postgres',
 	clients => $clients,
 	seconds     => 30,
 	pause_after => 2.5,
+	pause_sleep => 120,
 	on_tick     => sub {
 		my ($elapsed, $run) = @_;
 		# writes accepted, and a client inside a write transaction

@@ -162,7 +162,7 @@ my @bad = (
 	[ 'a file cut after the header', substr($good, 0, 30), qr/is not that of a fencing statistics file|truncated or damaged/ ],
 	[ 'an empty file', '', qr/Its size, 0 bytes, is not that of a fencing statistics file/ ],
 	[ 'a foreign file', 'PGDMP' . ("\0" x 200), qr/Its header is not that of a fencing statistics file/ ],
-	[ 'a file of another format', put_u32($good, 4, 99), qr/It is in format 99; this version of fencing reads format 1/ ],
+	[ 'a file of another format', put_u32($good, 4, 99), qr/It is in format 99; this version of fencing reads formats 1 and 2/ ],
 	[ 'a file with a trailing byte', $good . "\0", qr/truncated or damaged/ ],
 	[ 'a header announcing 4 billion tables', put_u32($good, 8, 0xFFFFFFFF), qr/truncated or damaged/ ],
 );

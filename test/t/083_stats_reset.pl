@@ -86,7 +86,7 @@ for my $db ('one', 'two')
 		'3|1|2|t|t',
 		"before the reset: database $db has counted its leases");
 }
-is($node->safe_psql('one', $q_idem), '2|0|0|0|2',
+is($node->safe_psql('one', $q_idem), '2|0|0|0|2|0',
 	'before the reset: the idempotency keys of both databases are counted');
 
 # The reset, from one database
@@ -99,14 +99,14 @@ for my $db ('one', 'two')
 	is($node->safe_psql($db, $q_leases),
 		$zero_leases, "after the reset: the lease counters and hold figures of database $db are zero");
 	is($node->safe_psql($db, $q_idem),
-		'0|0|0|0|0', "after the reset: fencing.idempotency_stats is zero in database $db");
+		'0|0|0|0|0|0', "after the reset: fencing.idempotency_stats is zero in database $db");
 }
 
 # Again: idempotent
 is($node->safe_psql('two', 'SELECT fencing.stats_reset()'),
 	'', 'a second reset returns nothing');
 is( $node->safe_psql('two', "$q_counted; $q_leases; $q_idem"),
-	"0\n$zero_leases\n0|0|0|0|0",
+	"0\n$zero_leases\n0|0|0|0|0|0",
 	'... and everything stays zero');
 
 # Counting goes on from zero (the entries stayed where they were)
@@ -116,7 +116,7 @@ $node->safe_psql('one', q{
 });
 $node->safe_psql('two', "UPDATE a SET fence = '1:6'");
 is($node->safe_psql('one', "$q_tables; $q_idem"),
-	"a|1|0|0|0\nb|0|0|0|0\noverflow|1|0|0|0\n1|0|0|0|0",
+	"a|1|0|0|0\nb|0|0|0|0\noverflow|1|0|0|0\n1|0|0|0|0|0",
 	'after the reset, writes and idempotency keys count from zero');
 
 done_testing();

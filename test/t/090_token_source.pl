@@ -136,10 +136,11 @@ is($state, '22P02', "$label: a bad token the session set before the library load
 is($state, '', "$label: fencing.token in the connection's options is used") or diag $err;
 is(fences(), 'accounts/1=2:0 ledger/1=1:0', "$label: ... and its token was the one accepted");
 
-# A token the session set before the library was loaded is the session's
-# own, also when the library first loads inside a trigger (here an AFTER
-# trigger of orders writing the ledger): only a value that trigger code
-# sets is refused
+# A token set in the session before the library was loaded is never taken
+# as a token (any code could have set it), also when the library first
+# loads inside a trigger (here an AFTER trigger of orders writing the
+# ledger): 55000; fencing.set_token() loads the library and is the
+# session's own
 $node->safe_psql('appdb', q{
 	CREATE TABLE orders (id int, account int, cents bigint);
 	GRANT INSERT ON orders TO app;
@@ -152,7 +153,12 @@ $node->safe_psql('appdb', q{
 });
 ($state, $err) = run('app', "SET fencing.token = '2:5';
 INSERT INTO orders VALUES (1, 1, 5);");
-is($state, '', "$label: a session token set before the library loaded inside a trigger is used")
+is($state, '55000',
+	"$label: a token SET before the library loaded (inside a trigger) is never used: 55000")
+  or diag $err;
+($state, $err) = run('app', "BEGIN; SELECT fencing.set_token('2:5');
+INSERT INTO orders VALUES (1, 1, 5); COMMIT;");
+is($state, '', "$label: a token set with fencing.set_token() is used, inside a trigger too")
   or diag $err;
 is(fences(), 'accounts/1=2:0 ledger/1=2:5', "$label: ... and its token was the one accepted");
 

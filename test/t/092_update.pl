@@ -138,7 +138,9 @@ sub spawn
 		[
 			$s->{node}->installed_command('psql'), '-X', '-q',
 			'-v', 'ON_ERROR_STOP=1', '-d', $s->{node}->connstr('fencing_regress'),
-			'-c', $s->{sql}
+			# the library loaded first: without the preload, a routine
+			# cannot set the token in the statement that loads it
+			'-c', "LOAD 'fencing'", '-c', $s->{sql}
 		],
 		'<', '/dev/null', '>>', $s->{log}, '2>>', $s->{log});
 	return;

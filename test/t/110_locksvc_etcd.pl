@@ -1,12 +1,15 @@
 # Real lock services fencing PostgreSQL: etcd (one member, a child of this
 # test on free ports, test/perl/FencingLockSvc.pm), and worker processes
 # that take its locks as applications do (test/locksvc/clients: `etcdctl
-# lock`, Go's concurrency.Mutex) and write with the tokens the grants map
-# to (docs/lock-services.md).  A worker is frozen with SIGSTOP past its
-# lock's TTL while another takes the lock and writes; thawed, its writes
-# must get SF001.  Then two revision kinds mixed on one fence, and a
-# snapshot restore, which lowers revisions, with the generation raised and
-# not.  Every step waits for a state etcd reports (a lock key gone), never
+# lock`, Go's concurrency.Mutex: one protocol, etcd's mutex) and write
+# with a new token per transaction, the revision of a put on the holder's
+# own lock key (docs/lock-services.md).  A worker is frozen with SIGSTOP,
+# tokens in hand, past its lock's TTL while another takes the lock and
+# raises its fences; thawed, its writes must get SF001; the new holder
+# writes 100 transactions under its one lock.  Then the two workers on one
+# lock and one fence, with two revision kinds mixed (the mistake) and with
+# put revisions, and a snapshot restore, which lowers revisions, with the
+# generation raised and not.  Every step waits for a state etcd reports (a lock key gone), never
 # for a fixed time; each scenario prints its timeline as TAP comments.
 #
 # First, the check that everything the locksvc tests (110-114) use is
@@ -66,21 +69,23 @@ ok(-s $snapshot, "an early snapshot of etcd is saved (revision $snapshot_rev)");
 
 my $gone = sub { $etcd->key_gone($_[0]) };
 pause_scenario(
-	'etcd (etcdctl lock, Header.Revision)', 'etcd-pause',
+	'etcd (etcdctl lock, put revisions)', 'etcd-pause',
 	sub { start_etcdctl($etcd, $_[0], 'refunds/etcd-pause') }, $gone,
 	'etcdctl lock --ttl=2 refunds/etcd-pause');
 pause_scenario(
-	'etcd (Go concurrency.Mutex, CreateRevision)', 'etcd-mutex',
+	'etcd (Go concurrency.Mutex, put revisions)', 'etcd-mutex',
 	sub { start_etcdmutex($etcd, $_[0], 'refunds/etcd-mutex-pause') }, $gone,
 	'concurrency.Mutex(session TTL 2 s).Lock refunds/etcd-mutex-pause');
 
-# One revision kind per fence.  C holds the lock; A (etcdctl lock: the
-# grant's Header.Revision) and then B (concurrency.Mutex: its key's
-# CreateRevision) queue behind it.  A's grant comes when C's key goes, so
-# its header revision is above B's create revision: mixed on one fence,
-# the rightful next holder B is refused.
-note '--- etcd: two revision kinds on one fence (etcd-mixed) ---';
-new_rows('etcd-mixed');
+# One lock, one number kind per fence.  C holds the lock; A (etcdctl lock)
+# and then B (concurrency.Mutex) queue behind it: one queue, the two
+# exclude each other.  Fenced with the grant's numbers of two kinds (A the
+# grant's Header.Revision, ETCD_LOCK_REV; B its key's CreateRevision), the
+# rightful next holder B is refused: A's grant came when C's key went, so
+# its header revision is above B's create revision.  Fenced with put
+# revisions, as both workers do by default, B writes after A.
+note '--- etcd: one lock, two workers, one fence (etcd-mixed) ---';
+new_rows('etcd-mixed', 'etcd-mixed-put');
 my $keys = sub {
 	scalar grep { /\S/ } split /\n/,
 	  $etcd->ctl('get', '--prefix', '--keys-only', 'refunds/etcd-mixed');
@@ -98,13 +103,14 @@ event('etcd', "B's key is queued behind A's")
 my $b_create = max(0, map { $_->{create_revision} } @{ $kvs->('--prefix', 'refunds/etcd-mixed') });
 unlock($wc);
 my $ga = locked($wa, 'etcdctl lock refunds/etcd-mixed (after C)') // {};
-my $a_header = $ga->{revision} // 0;
-my $a_create = $ga->{lock} ? $kvs->($ga->{lock})->[0]{create_revision} // 0 : 0;
-write_as($wa, 'refund', 'etcd-mixed');
+my $a_header = $ga->{lock_rev} // 0;
+my $a_create = $ga->{create_revision} // 0;
+write_as($wa, 'refund', 'etcd-mixed', 'lockrev');
+write_as($wa, 'refund', 'etcd-mixed-put');
 unlock($wa);
 my $gb = locked($wb, 'concurrency.Mutex.Lock refunds/etcd-mixed (after A)') // {};
 my $b_header = $gb->{header_revision} // 0;
-my $r = write_as($wb, 'refund', 'etcd-mixed');
+my $r = write_as($wb, 'refund', 'etcd-mixed', 'create');
 ok($a_header > $b_create,
 	"etcd mixed: A's Header.Revision $a_header > B's CreateRevision $b_create although B's grant came after A's"
 );
@@ -113,18 +119,24 @@ is($r->{result}, 'SF001',
 ok($b_create > $a_create && $b_header > $a_header,
 	"etcd mixed: with one kind per fence B would win: create $b_create > $a_create, header $b_header > $a_header"
 );
-$wb->stop;
+$r = write_as($wb, 'refund', 'etcd-mixed-put');
+is($r->{result}, 'ok',
+	'etcd mixed: fenced with put revisions, as both workers do by default, B writes after A (the hand-written and the Go worker share the fence)'
+);
+unlock($wb);
 
-# A snapshot restore lowers revisions.  A writes and is frozen; etcd is
-# restored from the early snapshot; B's revisions are below A's: with the
-# same generation B is refused, after the generation is raised (and read
-# at lock time) the new holder C writes and A, thawed, is refused.
+# A snapshot restore lowers revisions.  A writes, takes its next token and
+# is frozen; etcd is restored from the early snapshot; B's revisions are
+# below A's: with the same generation B is refused, after the generation
+# is raised (and read at lock time) the new holder C writes and A, thawed,
+# is refused with the token it holds.
 note '--- etcd: a snapshot restore lowers revisions (etcd-restore) ---';
 new_rows('etcd-restore');
 $etcd->ctl('put', 'locksvc/bump', $_) for 1 .. 20;
 $wa = start_etcdctl($etcd, 'A', 'refunds/etcd-restore');
 my $a_rev = (locked($wa, 'etcdctl lock refunds/etcd-restore') // {})->{revision} // 0;
 write_as($wa, 'refund', 'etcd-restore');
+take_next($wa);
 freeze($wa);
 $etcd->restore($snapshot);
 event('etcd', "stopped, restored from the early snapshot (revision $snapshot_rev), started: revision now "

@@ -1,8 +1,10 @@
 # Real lock services fencing PostgreSQL: a three-server ZooKeeper ensemble
 # (children of this test on free ports, test/perl/FencingLockSvc.pm) and
-# workers taking kazoo's Lock, fenced with fence_from_zxid(czxid,
-# generation) (docs/lock-services.md).  A worker frozen with SIGSTOP past
-# its session's timeout is refused when it wakes; a leader change raises
+# workers taking the lock recipe with Curator's node names (kazoo), a new
+# token per transaction: fence_from_zxid(mzxid of a setData on the
+# holder's lock node, generation) (docs/lock-services.md).  A worker frozen
+# with SIGSTOP, tokens in hand, past its session's timeout is refused when
+# it wakes, the new holder having raised its fences; a leader change raises
 # the zxid's epoch and lowers its counter (a mapping by the counter alone
 # refuses the rightful holder); a data loss starts the zxids again, so the
 # generation must be raised.  Every step waits for a state ZooKeeper
@@ -33,23 +35,24 @@ my $gone = sub {
 	(FencingLockSvc::run([ $PY, $zk_tool, 'wait-gone', $zk->hosts, $_[0], 5 ]))[0];
 };
 pause_scenario('ZooKeeper', 'zk-pause', sub { start_zk($zk, $_[0], '/locks/zk-pause') },
-	$gone, 'kazoo Lock(/locks/zk-pause), session timeout 2 s');
+	$gone, 'lock recipe /locks/zk-pause, session timeout 2 s');
 
 sub epoch { return ($_[0] // 0) >> 32; }
 sub counter { return ($_[0] // 0) & 0xffffffff; }
 
-# A leader change: the zxid epoch goes up, its counter down.  A's grant is
-# late in an epoch (the counter raised first); the leader is stopped; B's
-# grant in the next epoch has a lower counter.  Mapped with
+# A leader change: the zxid epoch goes up, its counter down.  A's tokens
+# are late in an epoch (the counter raised first); the leader is stopped;
+# B's in the next epoch have a lower counter.  Mapped with
 # fence_from_zxid() B wins; mapped by the counter alone, the rightful
 # holder B is refused.
 note '--- ZooKeeper: leader change (zk-leader) ---';
 new_rows('zk-leader', 'zk-leader-counter');
 FencingLockSvc::run([ $PY, $zk_tool, 'bump', $zk->hosts, 30 ]);
 my $wa = start_zk($zk, 'A', '/locks/zk-leader');
-my $a_zxid = (locked($wa, 'kazoo Lock(/locks/zk-leader)') // {})->{czxid};
+my $a_zxid = (locked($wa, 'lock recipe /locks/zk-leader') // {})->{zxid};
 write_as($wa, 'refund', 'zk-leader');
 write_as($wa, 'refund', 'zk-leader-counter', 'counter');
+take_next($wa);
 freeze($wa);
 my $leader = $zk->leader;
 $zk->server_stop($leader);
@@ -57,7 +60,7 @@ event('zookeeper', "leader (server $leader) stopped");
 $zk->wait_quorum;
 event('zookeeper', 'server ' . $zk->leader . ' leads now');
 my $wb = start_zk($zk, 'B', '/locks/zk-leader');
-my $b_zxid = (locked($wb, 'kazoo Lock(/locks/zk-leader)') // {})->{czxid};
+my $b_zxid = (locked($wb, 'lock recipe /locks/zk-leader') // {})->{zxid};
 ok( epoch($b_zxid) > epoch($a_zxid) && counter($b_zxid) < counter($a_zxid),
 	'zk leader change: the epoch went up ('
 	  . epoch($a_zxid) . ' -> '
@@ -66,7 +69,7 @@ ok( epoch($b_zxid) > epoch($a_zxid) && counter($b_zxid) < counter($a_zxid),
 	  . counter($a_zxid) . ' -> '
 	  . counter($b_zxid) . ')');
 is(write_as($wb, 'refund', 'zk-leader')->{result},
-	'ok', 'zk leader change: B, fenced with fence_from_zxid(czxid), writes');
+	'ok', 'zk leader change: B, fenced with fence_from_zxid(mzxid), writes');
 is(write_as($wb, 'refund', 'zk-leader-counter', 'counter')->{result},
 	'SF001',
 	"zk leader change: fenced by the zxid's counter alone, the rightful holder B is refused (SF001)");
@@ -81,8 +84,9 @@ note '--- ZooKeeper: data loss (zk-loss) ---';
 new_rows('zk-loss');
 $zk->wait_quorum;
 $wa = start_zk($zk, 'A', '/locks/zk-loss');
-$a_zxid = (locked($wa, 'kazoo Lock(/locks/zk-loss)') // {})->{czxid} // 0;
+$a_zxid = (locked($wa, 'lock recipe /locks/zk-loss') // {})->{zxid} // 0;
 write_as($wa, 'refund', 'zk-loss');
+take_next($wa);
 freeze($wa);
 $zk->stop;
 $zk->wipe;
@@ -90,16 +94,16 @@ event('zookeeper', 'all three servers stopped, their data removed (myid kept)');
 $zk->start_all;
 event('zookeeper', 'started empty: server ' . $zk->leader . ' leads');
 $wb = start_zk($zk, 'B', '/locks/zk-loss');
-$b_zxid = (locked($wb, 'kazoo Lock(/locks/zk-loss)') // {})->{czxid} // 0;
+$b_zxid = (locked($wb, 'lock recipe /locks/zk-loss') // {})->{zxid} // 0;
 ok($b_zxid < $a_zxid, "zk data loss: B's zxid $b_zxid is below A's $a_zxid");
 is(write_as($wb, 'refund', 'zk-loss')->{result},
 	'SF001', 'zk data loss, generation not raised: the rightful holder B is refused (SF001)');
 unlock($wb);
 raise_generation('zookeeper');
 my $wc = start_zk($zk, 'C', '/locks/zk-loss');
-locked($wc, 'kazoo Lock(/locks/zk-loss)');
+locked($wc, 'lock recipe /locks/zk-loss');
 is(write_as($wc, 'refund', 'zk-loss')->{result},
-	'ok', 'zk data loss, generation raised: the new holder C writes (fence_from_zxid(czxid, 1))');
+	'ok', 'zk data loss, generation raised: the new holder C writes (fence_from_zxid(mzxid, 1))');
 unlock($wc);
 thaw($wa);
 is(write_as($wa, 'refund', 'zk-loss')->{result}, 'SF001', 'zk data loss: A, thawed, gets SF001');

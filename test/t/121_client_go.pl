@@ -1,29 +1,33 @@
-# The Go client library (clients/go) against a server with fencing and real
-# lock services.
+# The Go client library (clients/go/fencing, a Go module) against a server
+# with fencing and real lock services.
 #
-#   FENCING_CLIENT_GO        a copy of clients/go, built offline with
-#                            Debian's Go packages (clients/go/go.sh: GOPATH
-#                            mode, no module proxy)
+#   FENCING_CLIENT_GO        a copy of clients/go/fencing (the module)
+#   FENCING_CLIENT_GO_MODCACHE  a Go module cache holding every module of
+#                            its go.sum: the build is offline
+#                            (GOPROXY=off, GOFLAGS=-mod=readonly)
 #   FENCING_CLIENT_GO_CACHE  optional: the Go build cache to use (kept
 #                            between runs); else one in tmp_check
 #   FENCING_CLIENT_STORM     1: run the storms (TestStormLease,
-#                            TestStormRedis: 20 workers x 500 fenced writes
-#                            each, with pauses past a 300 ms lease or Redis
-#                            lock); else they show as skipped
+#                            TestStormRedis: 20 workers x 250 fenced writes
+#                            each on a strict table, with pauses past a
+#                            300 ms lease or Redis lock); else they show as
+#                            skipped
 #
-# Without FENCING_CLIENT_GO the test is skipped; test/suites/client_go.sh
-# installs the packages and sets the variables.  The test builds the
-# library, its commands, examples and test binary, and checks `go vet`;
-# starts a server (fencing preloaded), etcd, a three-server ZooKeeper
-# ensemble, Redis and PgBouncer (transaction mode) as its own child
-# processes on free ports, and runs:
+# Without the first two the test is skipped; test/suites/client_go.sh
+# fills the module cache from the Go module proxy and sets the variables.
+# The test builds the library, its commands, examples, worker and test
+# binary, and checks `go vet`; starts a server (fencing preloaded), etcd, a
+# three-server ZooKeeper ensemble, Redis and PgBouncer (transaction mode)
+# as its own child processes on free ports, and runs:
 #   - `go test -v`, every test strict (a service not given fails the test
 #     instead of skipping it); each top-level test is one check.  The tests
-#     start fencing-worker processes and freeze them with SIGSTOP past
-#     their lock's TTL.  The storms print their summary lines as notes.
+#     start worker processes and freeze them with SIGSTOP past their lock's
+#     TTL.  The storms print their summary lines as notes.
 #   - the README's first example, which must be examples/quickstart/main.go
 #     as it is, run twice as written in a database of its own.
-#   - the benchmark (cmd/bench), its numbers as notes.
+#   - the benchmark (cmd/bench: the library against pgx by hand) and the
+#     cost per transaction of each token source (cmd/tokenbench), their
+#     numbers as notes.
 # Then no process of the run may be left.
 use strict;
 use warnings;
@@ -32,39 +36,41 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $env = need_env('client_go', FENCING_CLIENT_GO => 'a copy of clients/go');
+my $env = need_env('client_go',
+	FENCING_CLIENT_GO          => 'a copy of clients/go/fencing',
+	FENCING_CLIENT_GO_MODCACHE => 'a Go module cache with its go.sum\'s modules');
 my $godir = $env->{FENCING_CLIENT_GO};
 my $tmp = $PostgreSQL::Test::Utils::tmp_check;
 my $bin = "$tmp/go-bin";
 
-# the toolchain, from Debian
-my %ver;
-foreach my $p (qw(golang-github-jackc-pgx-v4-dev golang-etcd-server-dev))
-{
-	($ver{$p} = `dpkg-query -W -f='\${Version}' $p 2>/dev/null`) =~ s/\s+//g;
-}
-my $gov = (split ' ', `go version 2>/dev/null`)[2];
-ok($gov && $ver{'golang-github-jackc-pgx-v4-dev'} && $ver{'golang-etcd-server-dev'},
-	"$gov with pgx $ver{'golang-github-jackc-pgx-v4-dev'}, etcd $ver{'golang-etcd-server-dev'}, redigo, go-zookeeper, from Debian")
-  or BAIL_OUT('no Go toolchain with its packages');
+# the toolchain: the go command, at least the go.mod's version
+my ($want) = slurp_file("$godir/go.mod") =~ /^go (\d+\.\d+)/m;
+my ($gov) = (`go version 2>/dev/null` // '') =~ /\bgo(\d+\.\d+)/;
+ok($gov && $want && sprintf('%03d%03d', split /\./, $gov) ge sprintf('%03d%03d', split /\./, $want),
+	"go $gov (the module needs $want)")
+  or BAIL_OUT('no go command new enough');
 
-# the build: offline, GOPATH mode
+# the build: offline, from the module cache, go.sum checked
 my %goenv = (
-	FENCING_GO_GOPATH => "$tmp/gopath",
-	FENCING_GO_CACHE  => $ENV{FENCING_CLIENT_GO_CACHE} || "$tmp/gocache");
+	GOFLAGS     => '-mod=readonly',
+	GOPROXY     => 'off',
+	GOSUMDB     => 'off',
+	GOTOOLCHAIN => 'local',
+	GOMODCACHE  => $env->{FENCING_CLIENT_GO_MODCACHE},
+	GOCACHE     => $ENV{FENCING_CLIENT_GO_CACHE} || "$tmp/gocache");
 my $t0 = time;
 my ($st, $out, $log) = (0, '', '');
 foreach my $step (
-	[ 'build', '-o', "$bin/", './cmd/...', './examples/...' ],
+	[ 'build', '-o', "$bin/", './cmd/...', './examples/...', './internal/...' ],
 	[ 'vet', './...' ],
 	[ 'test', '-c', '-o', "$bin/fencing.test", '.' ])
 {
-	($st, $out) = run(cmd => [ "$godir/go.sh", @$step ], env => \%goenv, timeout => 900);
+	($st, $out) = run(cmd => [ 'go', @$step ], dir => $godir, env => \%goenv, timeout => 900);
 	$log .= "go @$step:\n$out";
 	last if $st != 0;
 }
-ok($st == 0, sprintf('clients/go builds offline (clients/go/go.sh: GOPATH mode, Debian\'s packages) and go vet is clean (%.0f s)', time - $t0))
-  or do { diag($log); BAIL_OUT('clients/go does not build'); };
+ok($st == 0, sprintf('clients/go/fencing builds offline from its go.sum (pgx v5, go-redis v9, etcd client/v3, go-zookeeper) and go vet ./... is clean (%.0f s)', time - $t0))
+  or do { diag($log); BAIL_OUT('clients/go/fencing does not build'); };
 
 # the server, its databases, the services
 my $node = server('client_go');
@@ -85,7 +91,7 @@ my %testenv = (
 	FENCING_ZK         => $svc->{zk},
 	FENCING_REDIS      => "127.0.0.1:$svc->{redis_port}",
 	FENCING_PGBOUNCER  => "host=127.0.0.1 port=$svc->{pgbouncer_port} dbname=client_go user=postgres",
-	FENCING_WORKER_BIN => "$bin/fencing-worker",
+	FENCING_WORKER_BIN => "$bin/testworker",
 	FENCING_GO_STRICT  => 1,
 	($storm ? (FENCING_GO_STORM => 1) : ()));
 
@@ -147,15 +153,37 @@ my $bal = $node->safe_psql('client_go_quickstart',
 note "quickstart, first run: $q1";
 note "quickstart, second run: $q2";
 note "alice: $bal";
-my ($t1) = $q1 =~ /^written with token (\S+)$/;
-my ($t2) = $q2 =~ /^written with token (\S+)$/;
-ok($t1 && $t2 && $bal eq "80 $t2" && $t1 ne $t2,
-	'the quickstart runs as written, twice (tables created if missing, a new lease token each time)');
+my ($b1, $t1) = $q1 =~ /^alice: balance (\d+), last written with token (\S+)$/;
+my ($b2, $t2) = $q2 =~ /^alice: balance (\d+), last written with token (\S+)$/;
+ok(defined $t1 && defined $t2 && $b1 == 70 && $b2 == 40 && $bal eq "40 $t2" && $t1 ne $t2,
+	'the quickstart runs as written, twice (tables created if missing; three transactions under one lease each time, each with a new token)');
+
+# the README's worker example is examples/worker, and runs as written
+my ($workerblock) = grep { /^\/\/ A worker that posts/ } slurp_file("$godir/README.md") =~ /^```go\n(.*?)^```$/msg;
+is($workerblock, slurp_file("$godir/examples/worker/main.go"),
+	"the README's worker example is examples/worker/main.go");
+$node->safe_psql('postgres', 'CREATE DATABASE client_go_worker');
+my %wenv = (%testenv, PGDATABASE => 'client_go_worker', REDIS_ADDR => "127.0.0.1:$svc->{redis_port}");
+my ($w1st, $w1) = run(cmd => ["$bin/worker"], dir => $tmp, env => \%wenv, timeout => 120);
+my ($w2st, $w2) = run(cmd => ["$bin/worker"], dir => $tmp, env => \%wenv, timeout => 120);
+chomp($w1, $w2);
+note "worker, first run: $w1";
+note "worker, second run: $w2";
+my ($n1, $k1) = $w1 =~ /^acct-1: (\d+) entries, the last with token (\S+)$/m;
+my ($n2, $k2) = $w2 =~ /^acct-1: (\d+) entries, the last with token (\S+)$/m;
+ok($w1st == 0 && $w2st == 0 && defined $n1 && defined $n2 && $n1 == 10 && $n2 == 20 && $k1 ne $k2,
+	'the Redis worker runs as written, twice: ten transactions under one lock each time, strict, none refused');
 
 # the benchmark: the library against the same by hand
 ($st, $out) = run(cmd => [ "$bin/bench", '-n', '1500' ], dir => $tmp, env => \%testenv, timeout => 300);
 note $out;
-ok($st == 0, 'bench: a fenced transaction through the library and by hand, interleaved');
+ok($st == 0, 'bench: a fenced transaction through the library and by hand with pgx, interleaved');
+
+# the cost per transaction of one grant, many transactions, per source
+($st, $out) = run(cmd => [ "$bin/tokenbench", '-n', '200' ], dir => $tmp, env => \%testenv, timeout => 300);
+note $out;
+ok($st == 0 && $out =~ /TOKENBENCH: redis/ && $out =~ /TOKENBENCH: zookeeper/ && $out =~ /TOKENBENCH: etcd/,
+	'tokenbench: a token per transaction from each source, the grant\'s token reused, and no fencing, interleaved');
 
 stop_all();
 $node->stop;

@@ -1,4 +1,4 @@
-# Every example of README.md and docs/*.md, run as written.
+# Every example of README.md and docs/ (its folders too), run as written.
 #
 #   FENCING_CLIENT_EXAMPLES   a copy of the pages: a directory with
 #                             README.md, docs/ and test/examples/ (run.py,

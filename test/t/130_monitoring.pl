@@ -8,9 +8,12 @@
 # Without them the test is skipped (the monitoring suite installs both and
 # sets them).  The exporter runs as a child process of this test on a free
 # port of 127.0.0.1, against a cluster of its own (fencing preloaded).  A
-# scrape; then a stale write, a lease renewal that fails and an idempotency
-# key found in progress (SF004); a second scrape, in which exactly those
-# three counters moved, by exactly one, and no other fencing counter.  Then
+# scrape; then the refusals an operator must tell apart: a stale write (a
+# lost lock), a token used in a second transaction (a programming error),
+# a write with a released lease, a claim taken over, a lease renewal that
+# fails and an idempotency key found in progress (SF004); a second scrape,
+# in which exactly the counters of those moved, by exactly one, and no
+# other fencing counter.  Then
 # a guard that stops being intact shows as fencing_guard_intact 0.  Then
 # promtool: check rules, test rules (the alerts' unit tests) and check
 # metrics (the names of the scraped fencing metrics).  Last, the exporter
@@ -65,6 +68,8 @@ SELECT fencing.protect('ledger', key_columns => '{account}');
 CREATE TABLE refunds (id text PRIMARY KEY, state text, fence fencing.fence);
 INSERT INTO refunds VALUES ('r-1', 'pending', NULL);
 SELECT fencing.protect('refunds');
+CREATE TABLE settlements (id text PRIMARY KEY, state text, fence fencing.fence);
+SELECT fencing.protect('settlements', lease => 'settlements');
 -- some history before the first scrape
 BEGIN;
 SET LOCAL fencing.token = '1:5';
@@ -73,8 +78,17 @@ UPDATE refunds SET state = 'paid' WHERE id = 'r-1';
 COMMIT;
 SELECT fencing.lease_acquire('payouts', 'worker-a', '1 hour') IS NOT NULL;
 SELECT state FROM fencing.idem_begin('refund:r-2', '{"amount": 40}', lease => '1 hour');
+-- a lease given up, and a claim given up: their tokens are used below
+SELECT fencing.lease_acquire('settlements', 'worker-s', '1 hour') AS settlements \gset
+BEGIN;
+SET LOCAL fencing.token = :'settlements';
+INSERT INTO settlements VALUES ('s-0', 'sent', NULL);
+COMMIT;
+SELECT fencing.lease_release('settlements', :'settlements');
+SELECT token AS claim FROM fencing.idem_begin('refund:r-3', '{"amount": 7}') \gset
+SELECT fencing.idem_abandon('refund:r-3', :'claim');
 });
-is($ret, 0, 'a shop with two protected tables, a lease and a running idempotency key');
+is($ret, 0, 'a shop with three protected tables, leases and idempotency keys');
 
 # the exporter, a child of this test, on a free port; its query file in a
 # directory of its own, which names this run's exporter
@@ -123,8 +137,10 @@ note "before: $_ $before->{$_}" for sort keys %$before;
 # every counter of the views is exported as a Prometheus counter
 my $types = fencing_lines();
 for my $m (qw(accepted rejected_stale rejected_missing bypassed
+	rejected_already_used rejected_lease_expired
 	idempotency_started idempotency_replayed idempotency_resumed
 	idempotency_reused_rejected idempotency_in_progress_rejected
+	idempotency_claim_taken_over
 	lease_acquired lease_acquire_refused lease_renewed lease_renew_failed
 	lease_released lease_release_failed lease_expired lease_rejected
 	lease_holds lease_hold_seconds))
@@ -141,17 +157,43 @@ my ($remaining) = map { $before->{$_} }
 ok(defined $remaining && $remaining > 0 && $remaining <= 3600,
 	'the live lease has 0 < remaining <= 3600 s (got ' . ($remaining // 'none') . ')');
 is(scalar(grep { /^fencing_guard_intact\{/ && $before->{$_} eq '1' } keys %$before),
-	2, 'fencing_guard_intact is 1 for both tables');
+	3, 'fencing_guard_intact is 1 for the three tables');
 
-# the incident: a stale write, a renewal that fails, a key in progress
-$node->psql('shop', q{
+# the incident: a stale write (a lost lock), a token used in a second
+# transaction (a programming error), a write with a released lease, a
+# claim given up and then completed, a renewal that fails, a key in progress
+my ($st, $out, $err) = $node->psql('shop', q{
 BEGIN;
 SET LOCAL fencing.token = '1:3';
 INSERT INTO ledger (account, amount) VALUES ('acct-1', 666);
 COMMIT;
+BEGIN;
+SET LOCAL fencing.token = '1:5';
+UPDATE refunds SET state = 'paid twice' WHERE id = 'r-1';
+COMMIT;
+SELECT token AS settlements FROM fencing.leases WHERE name = 'settlements' \gset
+BEGIN;
+SET LOCAL fencing.token = :'settlements';
+INSERT INTO settlements VALUES ('s-1', 'sent', NULL);
+COMMIT;
+SELECT claim FROM fencing.idempotency_keys WHERE key = 'refund:r-3' \gset
+SELECT fencing.idem_complete('refund:r-3', :'claim', '{}');
 SELECT fencing.lease_renew('payouts', '0:1', '1 hour');
 SELECT * FROM fencing.idem_begin('refund:r-2', '{"amount": 40}', wait => false);
-}, on_error_stop => 0);
+}, on_error_stop => 0, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+# each refusal with its SQLSTATE and reason, in order
+my @refused;
+for my $error (split /^(?=psql:\S+ ERROR:)/m, $err)
+{
+	next unless $error =~ /^psql:\S+ ERROR:  (\w{5}):/;
+	my $code = $1;
+	my ($reason) = $error =~ /^CONSTRAINT NAME:  (\w+)$/m;
+	push @refused, "$code/" . ($reason // '');
+}
+note $err;
+is(join(' ', @refused),
+	'SF001/stale_token SF001/token_already_used SF001/lease_expired SF001/claim_taken_over SF004/',
+	'the incident raised stale_token, token_already_used, lease_expired, claim_taken_over and SF004');
 my $after = series();
 note "after: $_ $after->{$_}" for sort keys %$after;
 
@@ -169,18 +211,28 @@ sub moved_once
 	return grep { /$re/ && $moved{$_} eq '0 -> 1' } keys %moved;
 }
 ok(moved_once(qr/^fencing_rejected_stale_total\{.*table="public\.ledger"/),
-	'fencing_rejected_stale_total of public.ledger moved by exactly 1');
+	'fencing_rejected_stale_total of public.ledger moved by exactly 1 (the stale write)');
+ok(moved_once(qr/^fencing_rejected_already_used_total\{.*table="public\.refunds"/),
+	'fencing_rejected_already_used_total of public.refunds moved by exactly 1 (the token used twice)');
+ok(!grep({ /^fencing_rejected_stale_total\{.*table="public\.refunds"/ } keys %moved),
+	'... and fencing_rejected_stale_total of public.refunds did not: a programming error is no lost lock');
+ok(moved_once(qr/^fencing_rejected_lease_expired_total\{.*table="public\.settlements"/),
+	'fencing_rejected_lease_expired_total of public.settlements moved by exactly 1 (the released lease)');
+ok(moved_once(qr/^fencing_idempotency_claim_taken_over_total(\{|$)/),
+	'fencing_idempotency_claim_taken_over_total moved by exactly 1');
 ok(moved_once(qr/^fencing_lease_renew_failed_total(\{|$)/),
 	'fencing_lease_renew_failed_total moved by exactly 1');
 ok(moved_once(qr/^fencing_idempotency_in_progress_rejected_total(\{|$)/),
 	'fencing_idempotency_in_progress_rejected_total moved by exactly 1');
-is(scalar(keys %moved), 3, 'no other fencing counter moved (3 moved)');
+ok(moved_once(qr/^fencing_lease_rejected_total(\{|$)/),
+	'fencing_lease_rejected_total moved by exactly 1 (the released lease, in the lease statistics)');
+is(scalar(keys %moved), 7, 'no other fencing counter moved (7 moved)');
 
 # the guard's health: an event trigger of the DDL guard not ENABLE ALWAYS
 $node->safe_psql('shop', 'ALTER EVENT TRIGGER fencing_ddl_guard_start ENABLE REPLICA');
 my $broken = series();
 is(scalar(grep { /^fencing_guard_intact\{/ && $broken->{$_} eq '0' } keys %$broken),
-	2, 'a guard that is not intact shows as fencing_guard_intact 0');
+	3, 'a guard that is not intact shows as fencing_guard_intact 0');
 $node->safe_psql('shop', 'ALTER EVENT TRIGGER fencing_ddl_guard_start ENABLE ALWAYS');
 
 # promtool

@@ -99,9 +99,15 @@ BEGIN
     description := 'row scope: a write without a token rejected with SF002';
     RETURN NEXT;
 
-    -- key-scope fences that only the fill wrote
-    SELECT string_agg(e.k::text, ', ') INTO bad FROM app.expect_archive e
-     WHERE NOT app.fence_is(format('INSERT INTO app.archive VALUES (%s, $1)', e.k), e.fence);
+    -- key-scope fences that only the fill wrote (app.fence_is() sets the
+    -- token: called by name from this function's own code, not from inside
+    -- a query, where nothing may set it)
+    bad := NULL;
+    FOR r IN SELECT e.k, e.fence FROM app.expect_archive e LOOP
+        IF NOT app.fence_is(format('INSERT INTO app.archive VALUES (%s, $1)', r.k), r.fence) THEN
+            bad := concat_ws(', ', bad, r.k::text);
+        END IF;
+    END LOOP;
     ok := bad IS NULL;
     description := 'key scope: every untouched key''s fence unchanged (stale rejected with SF001, next accepted)'
         || coalesce(': not for keys ' || bad, '');

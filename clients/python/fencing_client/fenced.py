@@ -1,116 +1,139 @@
-"""A fenced transaction: BEGIN; SELECT fencing.set_token(%s); your writes; COMMIT.
+"""A fenced transaction: ``BEGIN; SELECT fencing.set_token($1); your
+statements; COMMIT``, with a new token from the lock for each transaction.
 
-The token is bound as a parameter (works behind PgBouncer in transaction
+The token is bound as a parameter (it works behind PgBouncer in transaction
 pooling mode) and is transaction-local: it ends with the COMMIT or the
-ROLLBACK, so no connection goes back to a pool with a token set.  No
-session-level SET is ever sent.
+ROLLBACK, so no connection goes back to a pool with a token set.  BEGIN,
+the check for a leftover token and ``set_token`` go to the server together
+(psycopg's pipeline mode): no round trip more than the same transaction
+without a token.
 
-BEGIN and set_token go to the server together (psycopg's pipeline mode,
-one round trip), so a fenced transaction costs no round trip more than the
-same transaction without a token.
+A pool never hands out a connection that carries a token: in that same
+pipeline the transaction reads ``current_setting('fencing.token')``; at the
+start of a transaction any value there was left at session level (a
+``SET fencing.token`` of other code on the same connection, or on the same
+PgBouncer server connection).  It is then reset inside the transaction
+(``RESET fencing.token``, kept when it commits), the token set again, and a
+warning logged (logger ``fencing_client``) with the backend's pid.
 """
 from __future__ import annotations
 
-import contextlib
 import random
 import time
-from typing import Any, Callable, Iterator, Optional, TypeVar, Union
+from types import TracebackType
+from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from .errors import translate
-from .token import TokenLike, as_text
+from ._db import Database, connection_of, is_pool
+from .errors import RETRYABLE, FencingError, translate
+from .source import Scope, TokenSource, as_source, log
+from .token import Token, TokenLike
 
 SET_TOKEN = "SELECT fencing.set_token(%s)"
-
-# PostgreSQL's "retry the transaction" errors: serialization failure and
-# deadlock.  SF001 is not among them and is never retried.
-RETRYABLE = frozenset({"40001", "40P01"})
+LEFTOVER = ("SELECT pg_catalog.current_setting('fencing.token', true), "
+            "pg_catalog.pg_backend_pid()")
+RESET = "RESET fencing.token"
 
 T = TypeVar("T")
+K = TypeVar("K")
+
+_PIPELINE = psycopg.Pipeline.is_supported()
 
 
-class fenced:
-    """``with fenced(conn, token) as cur:`` — one transaction whose writes
-    carry ``token``.
+class _Transaction:
+    """BEGIN, the leftover check and (with a token) set_token, pipelined;
+    COMMIT or ROLLBACK at the end; errors of the extension typed."""
 
-    The connection must not be in a transaction already (the token must
-    end with the transaction that set it).  On leaving the block the
-    transaction commits, or rolls back when the block raised.  Errors of
-    the extension come out typed (``StaleToken``, ``TokenAlreadyUsed``,
-    ``LeaseExpired``, ``ClaimTakenOver``, all ``FencedOut``;
-    ``TokenRequired``, ...), the psycopg error as their ``__cause__``.
-
-    ``pipeline=False`` sends BEGIN and set_token one after the other (two
-    round trips), for servers or poolers that do not take pipelined
-    queries.
-    """
-
-    def __init__(self, conn: psycopg.Connection, token: TokenLike, *, pipeline: bool = True):
+    def __init__(self, conn: "psycopg.Connection[Any]", token: Optional[Token], pipeline: bool,
+                 locks: Sequence[Any] = ()):
         self.conn = conn
-        self.token = as_text(token)
-        self.pipeline = pipeline and psycopg.Pipeline.is_supported()
+        self.token = token
+        self.pipeline = pipeline and _PIPELINE
+        self.locks = locks
         self._tx: Optional[psycopg.Transaction] = None
-        self._cur: Optional[psycopg.Cursor] = None
+        self._cur: Optional[psycopg.Cursor[Any]] = None
+        self._autocommit = conn.autocommit
+        self._held: list[Any] = []
 
-    def __enter__(self) -> psycopg.Cursor:
+    def enter(self) -> "psycopg.Cursor[Any]":
         conn = self.conn
-        if conn.info.transaction_status != TransactionStatus.IDLE:
+        status = conn.pgconn.transaction_status
+        if status != TransactionStatus.IDLE:
             raise psycopg.ProgrammingError(
-                "fenced() runs a transaction of its own: the connection is already in one "
-                f"({conn.info.transaction_status.name}); commit or roll back first")
+                "a fenced transaction is a transaction of its own: the connection is already "
+                f"in one ({TransactionStatus(status).name}); commit or roll back first")
+        for lock in self.locks:
+            lock.acquire()
+            self._held.append(lock)
         # A Transaction object of our own: conn.transaction() inside a
-        # pipeline nests pipelines of its own, which would keep the whole
-        # transaction in pipeline mode.  In pipeline mode the connection is
-        # switched to autocommit until the transaction ends: psycopg would
-        # otherwise send a BEGIN of its own, and wait for it, before the
-        # first statement (it cannot know yet that ours is on its way).
-        self._tx = psycopg.Transaction(conn)
+        # pipeline would keep the whole transaction in pipeline mode.  In
+        # pipeline mode the connection is in autocommit until the
+        # transaction ends: psycopg would otherwise send a BEGIN of its
+        # own, and wait for it, before the first statement.
+        tx = self._tx = psycopg.Transaction(conn)
         self._autocommit = conn.autocommit
         entered = False
+        tok = None if self.token is None else (str(self.token),)
         try:
-            with conn.cursor() as setter:
+            with conn.cursor() as check, conn.cursor() as setter:
                 if self.pipeline:
                     if not self._autocommit:
                         conn.autocommit = True
                     with conn.pipeline():
-                        self._tx.__enter__()
+                        tx.__enter__()
                         entered = True
-                        setter.execute(SET_TOKEN, (self.token,))
-                    # leaving the pipeline sent both and read both answers
+                        check.execute(LEFTOVER)
+                        if tok is not None:
+                            setter.execute(SET_TOKEN, tok)
+                    # leaving the pipeline sent them all and read every answer
+                    row = check.fetchone()
                 else:
-                    self._tx.__enter__()
+                    tx.__enter__()
                     entered = True
-                    setter.execute(SET_TOKEN, (self.token,))
+                    row = check.execute(LEFTOVER).fetchone()
+                    if tok is not None:
+                        setter.execute(SET_TOKEN, tok)
+                if row is not None and row[0]:
+                    # a session-level token left on this connection: reset
+                    # it (session level, kept at COMMIT) and set ours again
+                    setter.execute(RESET)
+                    if tok is not None:
+                        setter.execute(SET_TOKEN, tok)
+                    log.warning("the connection to backend pid %s carried a session-level "
+                                "fencing.token (left by a SET fencing.token on it); reset it "
+                                "before this fenced transaction", row[1])
         except BaseException as e:
             try:
                 if entered:
-                    self._tx.__exit__(type(e), e, e.__traceback__)
+                    tx.__exit__(type(e), e, e.__traceback__)
             finally:
                 self._restore()
             typed = translate(e)
             if typed is e:
                 raise
             raise typed from e
-        # the caller's cursor: a fresh one, outside pipeline mode
         self._cur = conn.cursor()
         return self._cur
 
     def _restore(self) -> None:
-        conn = self.conn
-        if conn.autocommit == self._autocommit or conn.closed or conn.broken:
-            return
-        if conn.info.transaction_status == TransactionStatus.UNKNOWN:
-            return      # the connection is lost: nothing to restore
-        conn.autocommit = self._autocommit
+        try:
+            conn = self.conn
+            if conn.autocommit != self._autocommit and not conn.closed and not conn.broken \
+                    and conn.pgconn.transaction_status != TransactionStatus.UNKNOWN:
+                conn.autocommit = self._autocommit
+        finally:
+            while self._held:
+                self._held.pop().release()
 
-    def __exit__(self, et, ev, tb) -> bool:
+    def exit(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
+             tb: Optional[TracebackType]) -> None:
         assert self._tx is not None and self._cur is not None
         try:
             self._tx.__exit__(et, ev, tb)
         except BaseException as e:
-            # the COMMIT itself failed (or the rollback after an error)
+            # the COMMIT itself failed (or the ROLLBACK after an error)
             typed = translate(e)
             if typed is e:
                 raise
@@ -122,63 +145,207 @@ class fenced:
             typed = translate(ev)
             if typed is not ev:
                 raise typed from ev
+
+
+def reset_leftover(conn: "psycopg.Connection[Any]") -> bool:
+    """Inside a transaction just begun: reset a session-level
+    ``fencing.token`` left on the connection (logged); True when there was
+    one."""
+    row = conn.execute(LEFTOVER).fetchone()
+    if row is None or not row[0]:
         return False
+    conn.execute(RESET)
+    log.warning("the connection to backend pid %s carried a session-level fencing.token "
+                "(left by a SET fencing.token on it); reset it", row[1])
+    return True
 
 
-def _is_pool(obj: Any) -> bool:
-    return hasattr(obj, "getconn") and hasattr(obj, "putconn")
+def _locks(conn: "psycopg.Connection[Any]", sources: Sequence[TokenSource]) -> list[Any]:
+    """The locks of the sources that work on this very connection: held
+    for the whole transaction, so that their renewals wait for its end."""
+    out: list[Any] = []
+    for s in sources:
+        db = s._db
+        if db is not None and db.uses(conn) and all(db.lock is not x for x in out):
+            out.append(db.lock)
+    return out
 
 
-@contextlib.contextmanager
-def connection_of(conn_or_pool: Any) -> Iterator[psycopg.Connection]:
-    """A connection: the one given, or one checked out of a psycopg_pool
-    pool for the duration of the block."""
-    if _is_pool(conn_or_pool):
-        with conn_or_pool.connection() as conn:
-            yield conn
-    else:
-        yield conn_or_pool
+class fenced:
+    """``with fenced(conn, source) as cur:`` — one transaction whose writes
+    carry a token of ``source``.
 
+    ``source``: a token source holding its lock (the transaction takes a
+    new token with ``source.next_token()``; ``LockLost`` when the lock is
+    not held any more), or a token you already have (a ``Token``, text
+    ``"epoch:counter"`` or a ``StaticToken``: every transaction then
+    carries that same token, and on a strict table a second one is
+    refused with ``TokenAlreadyUsed``).  ``.token`` is the transaction's
+    token.
 
-def query_one(conn_or_pool: Any, query: str, params: tuple = ()) -> Any:
-    """The first row of one statement, committed on its own in one round
-    trip (autocommit for the statement when the connection is idle and not
-    in autocommit), or run inside the caller's transaction when one is
-    open."""
-    with connection_of(conn_or_pool) as conn:
-        if conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
-            return conn.execute(query, params).fetchone()
-        conn.autocommit = True
+    The connection must not be in a transaction already.  On leaving the
+    block the transaction commits, or rolls back when the block raised.
+    Errors of the extension come out typed (``StaleToken``, ...; also
+    ``psycopg.DatabaseError``), the psycopg error as their ``__cause__``.
+    ``pipeline=False`` sends BEGIN, the check and set_token one after the
+    other, for servers or poolers that do not take pipelined queries.
+    """
+
+    def __init__(self, conn: "psycopg.Connection[Any]", source: TokenSource | TokenLike, *,
+                 pipeline: bool = True):
+        self.conn = conn
+        self.source: Optional[TokenSource] = None
+        self.token: Optional[Token] = None
+        if isinstance(source, TokenSource):
+            self.source = source
+        elif isinstance(source, (Token, str)):
+            self.token = Token.parse(source)        # a bare token: no source to ask
+        else:
+            raise TypeError(f"expected a TokenSource, a Token or 'epoch:counter' text, not "
+                            f"{type(source).__name__}")
+        self.pipeline = pipeline
+        self._tx: Optional[_Transaction] = None
+
+    def __enter__(self) -> "psycopg.Cursor[Any]":
+        src = self.source
+        if src is None:
+            assert self.token is not None
+            self._tx = _Transaction(self.conn, self.token, self.pipeline)
+            return self._tx.enter()
+        locks = _locks(self.conn, [src])
+        for lock in locks:      # the token and the transaction, no renewal between them
+            lock.acquire()
         try:
-            return conn.execute(query, params).fetchone()
+            self.token = src.next_token()
+            self._tx = _Transaction(self.conn, self.token, self.pipeline, locks)
+            return self._tx.enter()
         finally:
-            if not conn.broken and not conn.closed:
-                conn.autocommit = False
+            for lock in locks:
+                lock.release()
+
+    def __exit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        assert self._tx is not None
+        self._tx.exit(et, ev, tb)
 
 
-def run_fenced(conn_or_pool: Union[psycopg.Connection, Any], token: TokenLike,
-               fn: Callable[[psycopg.Cursor], T], *, retry: int = 1,
+def _attempts(attempts: int) -> None:
+    if attempts < 1:
+        raise ValueError("attempts is the number of tries: 1 (the default, no retry) or more")
+
+
+def _retry(e: BaseException, attempt: int, attempts: int, backoff: float) -> bool:
+    """Only serialization failures and deadlocks are tried again."""
+    if isinstance(e, FencingError) or not isinstance(e, psycopg.Error):
+        return False
+    if e.sqlstate not in RETRYABLE or attempt >= attempts:
+        return False
+    time.sleep(backoff * attempt * (0.5 + random.random()))
+    return True
+
+
+def run_fenced(db: Database, source: TokenSource | TokenLike,
+               fn: Callable[["psycopg.Cursor[Any]"], T], *, attempts: int = 1,
                backoff: float = 0.01, pipeline: bool = True) -> T:
     """Run ``fn(cur)`` in a fenced transaction and return what it returns.
 
-    ``conn_or_pool``: a psycopg Connection, or a psycopg_pool
-    ConnectionPool (a connection is checked out for each attempt).
-    ``retry``: the most attempts (1: no retry).  Only serialization
-    failures (40001) and deadlocks (40P01) are retried, with the same
-    token, after a short random backoff; a fenced-out write (SF001) and
-    every other error are raised at once.
+    ``db``: a psycopg Connection, or a psycopg_pool ConnectionPool (a
+    connection is checked out for each attempt).  ``attempts``: the most
+    tries (1: no retry).  Only serialization failures (``40001``) and
+    deadlocks (``40P01``) are tried again, each time on a fresh checkout
+    and with a fresh token from the source, after a short random pause;
+    a fenced-out write (``SF001``), every other error of the extension and
+    every other error are raised at once.  A transaction whose COMMIT was
+    cut off (the connection broke) may have committed: it is not tried
+    again; make such work safe to repeat with an idempotency key
+    (``run_once``).
     """
-    if retry < 1:
-        raise ValueError("retry is the number of attempts: 1 or more")
+    _attempts(attempts)
+    src = source if isinstance(source, TokenSource) else Token.parse(source)
+    pool = is_pool(db)
     attempt = 0
     while True:
         attempt += 1
         try:
-            with connection_of(conn_or_pool) as conn:
-                with fenced(conn, token, pipeline=pipeline) as cur:
-                    return fn(cur)
-        except psycopg.Error as e:
-            if e.sqlstate in RETRYABLE and attempt < retry:
-                time.sleep(backoff * attempt * (0.5 + random.random()))
+            # from a pool: the token first, then the checkout (no connection
+            # held while the lock service answers; a source on the same pool
+            # never waits for the connection this transaction holds)
+            tx_src = src.next_token() if pool and isinstance(src, TokenSource) else src
+            with connection_of(db) as conn, fenced(conn, tx_src, pipeline=pipeline) as cur:
+                return fn(cur)
+        except Exception as e:
+            if _retry(e, attempt, attempts, backoff):
+                continue
+            raise
+
+
+def run_locked(db: Database, source: TokenSource, fn: Callable[["psycopg.Cursor[Any]"], T], *,
+               timeout: Optional[float] = None, fences: Sequence[Scope] = (),
+               attempts: int = 1, backoff: float = 0.01, pipeline: bool = True) -> T:
+    """Take the lock (``source.acquire(timeout, fences=fences)``; raises
+    ``NotAcquired``), run ``fn(cur)`` in a fenced transaction
+    (``run_fenced``), give the lock up; what ``fn`` returned.  The same,
+    with more transactions under the lock::
+
+        with source:                        # acquire(); release() at the end
+            run_fenced(db, source, step_one)
+            run_fenced(db, source, step_two)
+    """
+    if not isinstance(source, TokenSource):
+        raise TypeError("run_locked takes a token source (a lock): a token has nothing to take")
+    source.acquire(timeout, fences=fences)
+    try:
+        return run_fenced(db, source, fn, attempts=attempts, backoff=backoff, pipeline=pipeline)
+    finally:
+        source.release()
+
+
+def run_fenced_many(db: Database, sources: Mapping[K, TokenSource | TokenLike],
+                    fn: Callable[["psycopg.Cursor[Any]", dict[K, Token]], T], *,
+                    attempts: int = 1, backoff: float = 0.01, pipeline: bool = True) -> T:
+    """Several locks in one transaction: ``fn(cur, tokens)`` gets a new
+    token of each source (``{name: Token}``) and writes each into the fence
+    column of the rows that lock covers::
+
+        def transfer(cur, tokens):
+            cur.execute("INSERT INTO ledger (acct, amount, fence) VALUES (%s, %s, %s)",
+                        ("acct-1", -100, str(tokens["from"])))
+            cur.execute("INSERT INTO ledger (acct, amount, fence) VALUES (%s, %s, %s)",
+                        ("acct-2", 100, str(tokens["to"])))
+
+        run_fenced_many(pool, {"from": lock_1, "to": lock_2}, transfer)
+
+    No session token is set: the guard judges each row by its own token,
+    and a stale one on any row aborts the whole transaction.  Retries and
+    the leftover check as ``run_fenced``.
+    """
+    _attempts(attempts)
+    srcs = {k: as_source(s) for k, s in sources.items()}
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            tokens = {k: s.next_token() for k, s in srcs.items()} if is_pool(db) else None
+            with connection_of(db) as conn:
+                locks = _locks(conn, list(srcs.values()))
+                for lock in locks:
+                    lock.acquire()
+                try:
+                    if tokens is None:
+                        tokens = {k: s.next_token() for k, s in srcs.items()}
+                    tx = _Transaction(conn, None, pipeline, locks)
+                    cur = tx.enter()
+                finally:
+                    for lock in locks:
+                        lock.release()
+                try:
+                    out = fn(cur, tokens)
+                except BaseException as e:
+                    tx.exit(type(e), e, e.__traceback__)
+                    raise
+                tx.exit(None, None, None)
+                return out
+        except Exception as e:
+            if _retry(e, attempt, attempts, backoff):
                 continue
             raise

@@ -1,7 +1,7 @@
 """Idempotency keys: run a request once, replay its recorded result after.
 
 Built on fencing.idem_begin / idem_checkpoint / idem_complete /
-idem_abandon (SPEC.md section 5, docs/idempotency.md).  idem_begin
+idem_abandon (docs/idempotency.md).  idem_begin
 answers one of three states:
 
   started   the key is new: we own it with claim ``token``; run the request
@@ -10,22 +10,26 @@ answers one of three states:
             ``recovery_point``
   done      a result was recorded: return it; do not run again
 
-and raises SF003 (the key was used with another request: RequestMismatch)
-or SF004 (another owner is running it: InProgress).
+and raises SF003 (the key was used with another request: KeyReused) or
+SF004 (another owner is running it: KeyInProgress).
+
+Each transaction these helpers open first resets a session-level
+``fencing.token`` left on the connection (as a fenced transaction does).
 """
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
-from .errors import translate
-from .fenced import SET_TOKEN, connection_of
+from ._db import Database, connection_of
+from .errors import FencedOut, translate
+from .fenced import SET_TOKEN, reset_leftover
 from .token import Token
 
 Interval = Union[timedelta, str, float, int]
@@ -43,7 +47,7 @@ def _iv(v: Optional[Interval], default: str) -> Union[timedelta, str]:
 
 
 @contextlib.contextmanager
-def _typed_errors():
+def _typed_errors() -> Iterator[None]:
     try:
         yield
     except psycopg.Error as e:
@@ -53,7 +57,7 @@ def _typed_errors():
         raise typed from e
 
 
-def _require_idle(conn: psycopg.Connection) -> None:
+def _require_idle(conn: "psycopg.Connection[Any]") -> None:
     if conn.info.transaction_status != TransactionStatus.IDLE:
         raise psycopg.ProgrammingError(
             "run_once() runs transactions of its own: the connection is already in one")
@@ -70,7 +74,7 @@ class Claim:
     token: Token
     recovery_point: Optional[str]
     expires_at: Optional[datetime]
-    _conn: psycopg.Connection = field(repr=False)
+    _conn: "psycopg.Connection[Any]" = field(repr=False)
     _steps: bool = field(default=False, repr=False)
     completed: bool = field(default=False)
     result: Any = field(default=None, repr=False)
@@ -84,7 +88,7 @@ class Claim:
         raises ClaimTakenOver."""
         q = "SELECT fencing.idem_checkpoint(%s, %s, %s, %s)"
         params = (self.key, str(self.token), recovery_point,
-                  _iv(lease, None) if lease is not None else None)
+                  _iv(lease, "0") if lease is not None else None)
         with _typed_errors():
             if self._steps:
                 with self._conn.transaction():
@@ -93,7 +97,8 @@ class Claim:
                 self._conn.execute(q, params)
         self.recovery_point = recovery_point
 
-    def complete(self, write: Callable[[psycopg.Cursor], Any], *, fence: bool = False) -> Any:
+    def complete(self, write: Callable[["psycopg.Cursor[Any]"], Any], *,
+                 fence: bool = False) -> Any:
         """``run_once_steps`` only: one transaction that runs ``write(cur)``
         (the business writes) and records what it returns as the result,
         with idem_complete: both commit, or neither.  ``fence=True`` also
@@ -106,6 +111,7 @@ class Claim:
             raise psycopg.ProgrammingError("the claim is already completed")
         _require_idle(self._conn)
         with _typed_errors(), self._conn.transaction(), self._conn.cursor() as cur:
+            reset_leftover(self._conn)
             if fence:
                 cur.execute(SET_TOKEN, (str(self.token),))
             result = write(cur)
@@ -126,16 +132,19 @@ class Claim:
                                    (self.key, str(self.token)))
 
 
-def _begin(conn: psycopg.Connection, key: str, request: Any, lease, retention, wait):
+def _begin(conn: "psycopg.Connection[Any]", key: str, request: Any,
+           lease: Optional[Interval], retention: Optional[Interval],
+           wait: bool) -> tuple[str, Token, Any, Optional[str], Optional[datetime]]:
     row = conn.execute(BEGIN_SQL, (key, Jsonb(request), _iv(lease, "1 minute"),
                                    _iv(retention, "24 hours"), wait)).fetchone()
+    assert row is not None
     state, token, result, recovery_point, expires_at = row
-    return (state, Token.parse(token) if token is not None else None, result,
+    return (state, Token.parse(token) if token is not None else Token(0, 0), result,
             recovery_point, expires_at)
 
 
-def run_once(conn_or_pool: Any, key: str, request: Any,
-             fn: Callable[[psycopg.Cursor, Claim], Any], *,
+def run_once(db: Database, key: str, request: Any,
+             fn: Callable[["psycopg.Cursor[Any]", Claim], Any], *,
              lease: Optional[Interval] = None, retention: Optional[Interval] = None,
              wait: bool = True, fence: bool = False) -> Any:
     """Run a request once, in ONE transaction: idem_begin, ``fn(cur, claim)``
@@ -144,7 +153,7 @@ def run_once(conn_or_pool: Any, key: str, request: Any,
     transaction as the writes, or neither is.
 
     A key already done returns its recorded result without calling ``fn``.
-    A key another owner runs raises InProgress (SF004); with ``wait=True``
+    A key another owner runs raises KeyInProgress (SF004); with ``wait=True``
     (the default) a concurrent transaction on the same key is waited for
     first, and its result replayed.  ``lease`` is the claim's lease
     (idem_begin's default: 1 minute), ``retention`` how long the result is
@@ -152,9 +161,10 @@ def run_once(conn_or_pool: Any, key: str, request: Any,
     transaction's fencing token.  A claim lost meanwhile raises
     ClaimTakenOver and records nothing.
     """
-    with connection_of(conn_or_pool) as conn:
+    with connection_of(db) as conn:
         _require_idle(conn)
         with _typed_errors(), conn.transaction(), conn.cursor() as cur:
+            reset_leftover(conn)
             state, token, result, rp, exp = _begin(conn, key, request, lease, retention, wait)
             if state == "done":
                 return result
@@ -168,7 +178,7 @@ def run_once(conn_or_pool: Any, key: str, request: Any,
         return out
 
 
-def run_once_steps(conn_or_pool: Any, key: str, request: Any,
+def run_once_steps(db: Database, key: str, request: Any,
                    fn: Callable[[Claim], Any], *, lease: Interval,
                    retention: Optional[Interval] = None, wait: bool = True,
                    abandon_on_error: bool = True) -> Any:
@@ -188,9 +198,7 @@ def run_once_steps(conn_or_pool: Any, key: str, request: Any,
     lease).  A claim lost while paused raises ClaimTakenOver at the next
     checkpoint or at complete, and nothing is recorded.
     """
-    from .errors import FencedOut
-
-    with connection_of(conn_or_pool) as conn:
+    with connection_of(db) as conn:
         _require_idle(conn)
         with _typed_errors(), conn.transaction():
             state, token, result, rp, exp = _begin(conn, key, request, lease, retention, wait)

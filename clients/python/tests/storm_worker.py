@@ -1,88 +1,95 @@
-"""One worker of the storm (tests/test_storm.py): WRITES fenced writes,
-each with a token of the built-in lease of one of KEYS tables (protected
-with lease => that lease), through a psycopg_pool ConnectionPool.
+"""One worker of the storm (tests/test_storm.py): takes the built-in lease of
+one of KEYS tables (each protected with lease => that lease) and writes a
+few fenced transactions under it, through a psycopg_pool pool, until it
+has tried WRITES transactions.
 
-A seeded schedule (the same on every run) picks the iterations where the
-worker pauses past the lease's TTL between taking the token and writing
-(every such write must be refused), and those where it writes a second
-time with the same token in another transaction (refused too).  Each
-accepted write records its token in storm_log in the same transaction.
-At the end every pooled connection is checked for a token left set.
+A seeded schedule (the same on every run) picks the transactions during
+which the worker pauses: after the transaction took its token and before
+its write, the whole process is frozen (SIGSTOP; a helper sends SIGCONT)
+past the lease's TTL, so its renewals stop too.  Every such write must be
+refused.  Each accepted write records its token in storm_log in the same
+transaction.  At the end every pooled connection is checked for a token.
 Prints one JSON line: what happened.
 
     storm_worker.py WHO SEED KEYS WRITES TTL_SECONDS
 """
 import json
+import os
 import random
+import signal
+import subprocess
 import sys
 import time
 from collections import Counter
+from typing import Any
 
 from psycopg_pool import ConnectionPool
 
 import fencing_client as fc
 
-PAUSE_P = 0.03      # pause past the TTL before writing
-DOUBLE_P = 0.03     # write again with the same token, in a second transaction
+PAUSE_P = 0.03      # freeze past the TTL between the token and the write
+RUN = (1, 4)        # transactions under one grant
 
 
-def main():
+def freeze(seconds: float) -> None:
+    """SIGSTOP this process; a helper sends SIGCONT after ``seconds``."""
+    subprocess.Popen(["sh", "-c", f"sleep {seconds:.3f}; kill -CONT {os.getpid()}"])
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def main() -> None:
     who, seed, keys, writes, ttl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
         int(sys.argv[4]), float(sys.argv[5])
     rnd = random.Random(seed)
     pool = ConnectionPool("", min_size=2, max_size=2, open=True, timeout=60)
-    out = Counter()
+    out: Counter[str] = Counter()
     attempts = 0
 
-    def write(k, token):
-        def fn(cur):
-            n = cur.execute(f"UPDATE storm_k{k} SET n = n + 1 WHERE id = 1 RETURNING n").fetchone()[0]
-            cur.execute("INSERT INTO storm_log (key, seq, token, who) VALUES (%s, %s, %s, %s)",
-                        (k, n, str(token), who))
-        fc.run_fenced(pool, token, fn)
-
-    def attempt(k, token, expect_refused):
+    def write(k: int, lock: fc.TokenSource, pause: bool) -> None:
         nonlocal attempts
         attempts += 1
         try:
-            write(k, token)
+            with pool.connection() as conn:
+                f = fc.fenced(conn, lock)
+                with f as cur:
+                    if pause:
+                        out["paused"] += 1
+                        freeze(ttl + 0.05 + rnd.random() * 0.1)
+                    n = cur.execute(f"UPDATE storm_k{k} SET n = n + 1 WHERE id = 1 "
+                                    "RETURNING n").fetchone()[0]
+                    cur.execute("INSERT INTO storm_log (key, seq, token, who) "
+                                "VALUES (%s, %s, %s, %s)", (k, n, str(f.token), who))
             out["accepted"] += 1
-            if expect_refused:
-                out["BUG_accepted_when_refusal_due"] += 1
-            return True
-        except fc.UnknownReason as e:
-            out[f"unknown:{e.reason}"] += 1
+            if pause:
+                out["BUG_accepted_after_a_pause"] += 1
+        except fc.LockLost:
+            out["lock_lost"] += 1
         except fc.FencedOut as e:
             out[e.reason] += 1
-        except Exception as e:   # anything else is counted, and fails the test
+        except Exception as e:      # anything else is counted, and fails the test
             out[f"error:{type(e).__name__}:{getattr(e, 'sqlstate', '')}"] += 1
-        return False
 
     while attempts < writes:
         k = rnd.randrange(keys)
-        pause = rnd.random() < PAUSE_P
-        double = rnd.random() < DOUBLE_P
-        lease = fc.LeaseSource(pool, f"storm-{k}", who, ttl)
-        token = lease.acquire()
-        if token is None:
+        lock = fc.LeaseSource(pool, f"storm-{k}", holder=who, ttl=ttl)
+        if lock.try_acquire() is None:
             out["lease_busy"] += 1
             time.sleep(0.01)
             continue
-        if pause:
-            out["paused"] += 1
-            time.sleep(ttl + 0.05 + rnd.random() * 0.1)     # the server's lease has run out
-        ok = attempt(k, token, expect_refused=pause)
-        if ok and double and attempts < writes:
-            out["doubled"] += 1
-            attempt(k, token, expect_refused=True)
-        lease.release()
+        for _ in range(rnd.randint(*RUN)):
+            if attempts >= writes or not lock.held:
+                break
+            write(k, lock, rnd.random() < PAUSE_P)
+        lock.release()
 
     # no pooled connection may carry a token: take both at once
     with_token = 0
+    conns: list[Any] = []
     with pool.connection() as c1, pool.connection() as c2:
-        for c in (c1, c2):
-            v = c.execute("SELECT coalesce(current_setting('fencing.token', true), '')").fetchone()[0]
-            with_token += v != ""
+        conns = [c1, c2]
+        for c in conns:
+            v = c.execute("SELECT coalesce(current_setting('fencing.token', true), '')").fetchone()
+            with_token += v is not None and v[0] != ""
             c.rollback()
     pool.close()
     out["attempts"] = attempts

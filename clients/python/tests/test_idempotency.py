@@ -1,27 +1,29 @@
 """run_once / run_once_steps over fencing.idem_*: a new key runs once and
 records its result with the business write; a done key replays; a running
-key is InProgress; a claim taken over is ClaimTakenOver."""
+key is KeyInProgress; a key reused for another request is KeyReused; a
+claim taken over is ClaimTakenOver."""
+from __future__ import annotations
+
 import threading
 import unittest
+from typing import Any
 
-import psycopg
+import pytest
 
 import fencing_client as fc
 
-from .common import connect, setup_db, unique, wait_for
-
-
-def setUpModule():
-    setup_db()
+from .conftest import connect, unique, wait_for
 
 
 class TestRunOnce(unittest.TestCase):
-    def setUp(self):
+    db: Any
+
+    def setUp(self) -> None:
         self.db = connect(autocommit=True)
         self.table = unique("orders")
         self.db.execute(f"CREATE TABLE {self.table} (id text PRIMARY KEY, qty int)")
 
-    def tearDown(self):
+    def tearDown(self) -> None:
         self.db.close()
 
     def count(self):
@@ -40,7 +42,7 @@ class TestRunOnce(unittest.TestCase):
         self.assertEqual(r1, r2)
         self.assertEqual(calls, ["started"])
         self.assertEqual(self.count(), 1)
-        with self.assertRaises(fc.RequestMismatch):
+        with pytest.raises(fc.KeyReused):
             fc.run_once(self.db, key, {"qty": 3}, place)
 
     def test_result_and_write_roll_back_together(self):
@@ -76,7 +78,7 @@ class TestRunOnce(unittest.TestCase):
         t.start()
         try:
             self.assertTrue(inside.wait(30))
-            with self.assertRaises(fc.InProgress):
+            with pytest.raises(fc.KeyInProgress):
                 fc.run_once(self.db, key, {}, lambda cur, c: "second", wait=False)
         finally:
             release.set()
@@ -91,7 +93,7 @@ class TestRunOnce(unittest.TestCase):
         def first(claim):
             claim.checkpoint("psp:re_1")
             # a second worker while our lease is live
-            with self.assertRaises(fc.InProgress), connect(autocommit=True) as c2:
+            with pytest.raises(fc.KeyInProgress), connect(autocommit=True) as c2:
                 fc.run_once_steps(c2, key, {}, lambda c: 0, lease=30)
             raise RuntimeError("worker gives up")   # abandons: the next resumes at once
 
@@ -127,10 +129,10 @@ class TestRunOnce(unittest.TestCase):
             return claim.complete(lambda cur: cur.execute(
                 f"INSERT INTO {self.table} VALUES (%s, 1)", (key,)) and None or {"by": "first"})
 
-        with self.assertRaises(fc.ClaimTakenOver) as cm:
+        with pytest.raises(fc.ClaimTakenOver) as cm:
             fc.run_once_steps(self.db, key, {}, first, lease=0.3)
-        self.assertEqual(cm.exception.reason, "claim_taken_over")
-        self.assertIsInstance(cm.exception, fc.FencedOut)
+        self.assertEqual(cm.value.reason, "claim_taken_over")
+        self.assertIsInstance(cm.value, fc.FencedOut)
         self.assertEqual(results["other"], {"by": "other", "state": "resumed"})
         self.assertEqual(self.count(), 0, "the taken-over claim's booking was committed")
         self.assertEqual(fc.run_once_steps(self.db, key, {}, lambda c: 0, lease=30),

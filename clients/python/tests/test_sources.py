@@ -1,209 +1,213 @@
-"""Each token source against its real service: tokens grow with every
-grant, and a holder frozen (SIGSTOP) past its lock's TTL, thawed after
-another worker took the lock and wrote, is refused with StaleToken."""
-import os
-import time
-import unittest
+"""Every token source against its real service (the built-in lease, Redis,
+etcd, a ZooKeeper ensemble): taking the lock (at once or waiting), tokens
+that only grow, many transactions under one lock on a strict table,
+renewal while the holder lives, the lost signal, the pause stories with
+SIGSTOP past the TTL, and the first meter."""
+from __future__ import annotations
 
-import psycopg
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
 
 import fencing_client as fc
 
-from .common import Worker, connect, make_rows_table, service, setup_db, unique, wait_for
+from .conftest import (SOURCES, TTL, Clients, Worker, endpoint, lock_name, make_ledger, note,
+                       wait_for)
+
+pytestmark = pytest.mark.parametrize("kind", SOURCES)
 
 
-def setUpModule():
-    setup_db()
-    with connect(autocommit=True) as c:
-        fc.ensure_generation_table(c, "etcd", "zookeeper", "redis")
+def worker(start: Callable[..., Worker], kind: str, who: str, name: str) -> Worker:
+    return start(who, "--source", kind, "--name", name, "--ttl", str(TTL[kind]),
+                 "--endpoint", endpoint(kind))
 
 
-class PauseScenario:
-    """A takes the lock and writes; A is frozen past the TTL; B takes the
-    lock (waiting for the state: B's acquire succeeds only once A's grant
-    is gone) and writes; A thawed writes and gets StaleToken."""
-
-    source = ""
-    ttl = 2.0
-
-    def endpoint(self) -> str:
-        return ""
-
-    def lock_name(self) -> str:
-        return unique("lock")
-
-    def setUp(self):
-        self.db = connect(autocommit=True)
-        self.table = unique("rows")
-        make_rows_table(self.db, self.table, ["r1"])
-        self.name = self.lock_name()
-        self.workers = []
-
-    def tearDown(self):
-        for w in self.workers:
-            w.stop()
-        self.db.close()
-
-    def worker(self, who):
-        w = Worker(who, "--source", self.source, "--name", self.name, "--table", self.table,
-                   "--ttl", str(self.ttl), "--endpoint", self.endpoint())
-        self.workers.append(w)
-        return w
-
-    def test_tokens_increase(self):
-        a = self.worker("A")
-        tokens = []
-        for _ in range(3):
-            t = a.cmd("acquire 30")["token"]
-            self.assertIsNotNone(t)
-            tokens.append(fc.Token.parse(t))
-            self.assertTrue(a.cmd("write r1").get("ok"))
-            # (False when a short TTL ran out first, on a busy machine)
-            self.assertIn(a.cmd("release")["released"], (True, False))
-        self.assertEqual(tokens, sorted(set(tokens)), f"tokens not strictly increasing: {tokens}")
-
-    def test_pause_past_ttl_stale(self):
-        a, b = self.worker("A"), self.worker("B")
-        ta = fc.Token.parse(a.cmd("acquire 30")["token"])
-        self.assertEqual(a.cmd("write r1"), {"ok": True})
-        a.freeze()
-        rb = b.cmd("acquire 60", timeout=90)
-        self.assertIsNotNone(rb["token"], "B never got the lock while A was frozen")
-        tb = fc.Token.parse(rb["token"])
-        self.assertGreater(tb, ta)
-        self.assertEqual(b.cmd("write r1"), {"ok": True})
-        a.thaw()
-        r = a.cmd("write r1")
-        self.assertEqual(r.get("error"), "StaleToken", r)
-        self.assertEqual(r.get("reason"), "stale_token", r)
-        by = self.db.execute(f"SELECT by, fence::text FROM {self.table} WHERE id = 'r1'").fetchone()
-        self.assertEqual(by, ("B", str(tb)))
+def test_take_wait_and_release(kind: str, db: Any, clients: Clients) -> None:
+    name = lock_name(kind)
+    a = clients.source(kind, name, "")
+    b = clients.source(kind, name, "")
+    ta = a.try_acquire()
+    assert ta is not None and a.held and a.token == ta
+    assert b.try_acquire() is None, "two holders at once"
+    t0 = time.monotonic()
+    with pytest.raises(fc.NotAcquired):
+        b.acquire(timeout=0.5)
+    assert time.monotonic() - t0 >= 0.45
+    assert not b.held
+    # a waiter gets the lock as soon as the holder gives it up
+    got: dict[str, Any] = {}
+    th = threading.Thread(target=lambda: got.update(t=b.acquire(timeout=30)))
+    th.start()
+    time.sleep(0.3)
+    assert th.is_alive(), "the waiter did not wait"
+    assert a.release() is True
+    th.join(30)
+    assert got["t"] > ta, (got, ta)
+    assert not a.held and a.release() is False
+    with pytest.raises(fc.LockLost):
+        a.next_token()
+    assert b.release() is True
 
 
-class TestRedis(PauseScenario, unittest.TestCase):
-    source = "redis"
-    ttl = 0.5
-
-    def endpoint(self):
-        return service("FENCING_TEST_REDIS")
-
-    def test_loser_gets_no_token(self):
-        import redis
-        host, port = self.endpoint().split(":")
-        r = redis.Redis(host=host, port=int(port))
-        a, b = self.worker("A"), self.worker("B")
-        # a long lock: B must see it held
-        src = fc.RedisLockSource(r, self.name, self.db, ttl_ms=60000)
-        t = src.try_acquire()
-        self.assertIsNotNone(t)
-        before = int(r.get(src.counter_key))
-        self.assertEqual(b.cmd("acquire")["token"], None)
-        self.assertEqual(int(r.get(src.counter_key)), before, "the loser moved the counter")
-        self.assertEqual(b.cmd("release")["released"], False)
-        self.assertIsNotNone(r.get(src.lock_key), "the loser freed the holder's lock")
-        self.assertTrue(src.release())
-        self.assertIsNotNone(a.cmd("acquire")["token"])
-
-    def test_release_only_own_lock(self):
-        import redis
-        host, port = self.endpoint().split(":")
-        r = redis.Redis(host=host, port=int(port))
-        old = fc.RedisLockSource(r, self.name, self.db, ttl_ms=300)
-        self.assertIsNotNone(old.try_acquire())
-        wait_for("the lock key to expire", lambda: r.pttl(old.lock_key) == -2)
-        new = fc.RedisLockSource(r, self.name, self.db, ttl_ms=60000)
-        self.assertGreater(new.try_acquire(), old.token)
-        self.assertFalse(old.release(), "an expired holder deleted the next holder's lock")
-        self.assertIsNotNone(r.get(new.lock_key))
-        self.assertTrue(new.release())
-
-
-class TestEtcd(PauseScenario, unittest.TestCase):
-    source = "etcd"
-    ttl = 2.0
-
-    def endpoint(self):
-        return service("FENCING_TEST_ETCD")
-
-
-class TestZooKeeper(PauseScenario, unittest.TestCase):
-    source = "zk"
-    ttl = 2.0   # kazoo's session timeout, in seconds (the servers allow 1 to 10 s)
-
-    def endpoint(self):
-        return service("FENCING_TEST_ZK")
-
-    def lock_name(self):
-        return "/locks/" + unique("zk")
-
-
-class TestLease(PauseScenario, unittest.TestCase):
-    source = "lease"
-    ttl = 0.5
-
-
-class TestStatic(unittest.TestCase):
-    def test_static_token(self):
-        s = fc.StaticToken("3:42")
-        self.assertEqual(s.acquire(), fc.Token(3, 42))
-        self.assertEqual(str(s.acquire()), "3:42")
-        self.assertTrue(s.release())
-        with fc.StaticToken("7") as t:
-            self.assertEqual(t, fc.Token(0, 7))
-
-    def test_token_parse(self):
-        self.assertEqual(fc.Token.parse(" 1:2 "), fc.Token(1, 2))
-        self.assertLess(fc.Token(1, 99), fc.Token(2, 0))
-        for bad in ("a:1", "1:", "-1:2", "1:2:3", "", "9223372036854775808:0"):
-            with self.assertRaises(ValueError, msg=bad):
-                fc.Token.parse(bad)
-
-
-class TestGenerations(unittest.TestCase):
-    def test_custom_table_and_raise(self):
-        db = connect(autocommit=True)
-        table = unique("gens")
-        fc.ensure_generation_table(db, "svc", table=table)
-        fc.ensure_generation_table(db, "svc", table=table)      # again: nothing changes
-        self.assertEqual(fc.read_generation(db, "svc", table), 0)
-        self.assertEqual(fc.raise_generation(db, "svc", table=table), 1)
-        self.assertEqual(fc.read_generation(db, "svc", table), 1)
-        with self.assertRaises(LookupError):
-            fc.read_generation(db, "nope", table)
-        db.close()
-
-    def test_redis_generation_beats_lost_counter(self):
-        """Redis lost its counter (FLUSHALL): the rightful holder is refused
-        until the generation is raised, then writes; the generation is read
-        when the lock is taken."""
-        import redis
-        host, port = service("FENCING_TEST_REDIS").split(":")
-        r = redis.Redis(host=host, port=int(port))
-        db = connect(autocommit=True)
-        table, name, gens = unique("rows"), unique("lock"), unique("gens")
-        make_rows_table(db, table, ["r1"])
-        fc.ensure_generation_table(db, "redis", table=gens)
-
-        def write(tok):
-            fc.run_fenced(db, tok, lambda cur: cur.execute(
-                f"UPDATE {table} SET n = n + 1 WHERE id = 'r1'"))
-
-        for _ in range(3):
-            s = fc.RedisLockSource(r, name, db, ttl_ms=10000, table=gens)
-            write(s.acquire())
-            s.release()
-        old = s
-        r.delete(old.counter_key)               # the counter is lost
-        s = fc.RedisLockSource(r, name, db, ttl_ms=10000, table=gens)
-        low = s.acquire()
-        self.assertEqual(low, fc.Token(0, 1))
-        with self.assertRaises(fc.StaleToken):
-            write(low)
+def test_tokens_only_grow(kind: str, db: Any, clients: Clients) -> None:
+    name = lock_name(kind)
+    seen = []
+    for _ in range(3):
+        s = clients.source(kind, name, "")
+        seen.append(s.acquire(timeout=30))
+        seen.append(s.next_token())
+        seen.append(s.next_token())
         s.release()
-        fc.raise_generation(db, "redis", table=gens)
-        s = fc.RedisLockSource(r, name, db, ttl_ms=10000, table=gens)
-        tok = s.acquire()
-        self.assertEqual(tok, fc.Token(1, 2))
-        write(tok)
-        s.release()
-        db.close()
+    assert seen == sorted(set(seen)), f"tokens do not strictly grow: {seen}"
+
+
+def test_context_manager_is_the_source(kind: str, db: Any, clients: Clients) -> None:
+    s = clients.source(kind, lock_name(kind), "")
+    with s as lock:
+        assert lock is s and s.held and s.token is not None
+    assert not s.held
+    other = clients.source(kind, s.name if kind != "zookeeper" else s.path, "")
+    assert other.try_acquire() is not None, "the lock was not given up at the end of with"
+    other.release()
+
+
+def test_many_transactions_under_one_lock(kind: str, db: Any, clients: Clients) -> None:
+    """100 fenced transactions under one grant on a strict key-scope table:
+    0 refusals, each with a higher token."""
+    ledger = make_ledger(db)
+    s = clients.source(kind, lock_name(kind), db)
+    s.acquire(timeout=30)
+    tokens = []
+    t0 = time.monotonic()
+    for i in range(100):
+        f = fc.fenced(db, s)
+        with f as cur:
+            cur.execute(f"INSERT INTO {ledger} (acct, amount) VALUES ('acct-1', %s)", (i,))
+        tokens.append(f.token)
+    took = time.monotonic() - t0
+    s.release()
+    assert tokens == sorted(set(tokens))
+    rows = db.execute(f"SELECT count(*), (array_agg(fence::text ORDER BY id DESC))[1] "
+                      f"FROM {ledger}").fetchone()
+    assert rows == (100, str(tokens[-1]))
+    note(f"{kind}: 100 transactions under one lock in strict mode, 0 refused, "
+         f"{took * 10:.1f} ms each")
+
+
+def test_renewed_while_alive(kind: str, db: Any, clients: Clients) -> None:
+    """Held for 2.5 TTLs without writing: the renewal thread keeps it."""
+    lost: list[Any] = []
+    # a TTL of 2 s at least: a renewal every 2/3 s leaves room for a busy machine
+    s = clients.source(kind, lock_name(kind), db, on_lost=lost.append, ttl=max(2.0, TTL[kind]))
+    t = s.acquire(timeout=30)
+    time.sleep(2.5 * s.ttl)
+    assert s.held and not s.lost.is_set() and not lost
+    other = clients.source(kind, s.name if kind != "zookeeper" else s.path, db)
+    assert other.try_acquire() is None, "another holder got a lock that was renewed"
+    assert s.next_token() > t
+    assert s.release() is True
+
+
+def test_lost_signal_after_a_pause(kind: str, db: Any, clients: Clients,
+                                   workers: Callable[..., Worker]) -> None:
+    """A holder frozen past its TTL, whose lock another took meanwhile:
+    when it wakes, ``lost`` is set and ``on_lost`` called, ``next_token()``
+    raises LockLost, and its next transaction is refused before it starts."""
+    ledger = make_ledger(db)
+    name = lock_name(kind)
+    a = worker(workers, kind, "A", name)
+    assert "token" in a.cmd("acquire 30")
+    assert a.cmd(f"write {ledger} acct-1").get("ok")
+    a.freeze()
+    b = clients.source(kind, name, db)
+    tb = b.acquire(timeout=60)
+    fc.run_fenced(db, b, lambda cur: cur.execute(
+        f"INSERT INTO {ledger} (acct, amount, by) VALUES ('acct-1', 1, 'B')"))
+    a.thaw()
+    state = wait_for("A to notice it lost its lock (lost set, on_lost called)",
+                     lambda: (lambda r: r if r["lost"] and r["callbacks"] else None)(
+                         a.cmd("lost")), timeout=30)
+    assert state == {"lost": True, "callbacks": 1, "held": False}
+    assert a.cmd("next").get("error") == "LockLost"
+    r = a.cmd(f"write {ledger} acct-1")
+    assert r.get("error") == "LockLost", r
+    assert db.execute(f"SELECT by, fence::text FROM {ledger} ORDER BY id DESC LIMIT 1"
+                      ).fetchone() == ("B", str(b.token))
+    assert b.release() and tb is not None
+
+
+def test_pause_story(kind: str, db: Any, clients: Clients,
+                     workers: Callable[..., Worker]) -> None:
+    """A holder frozen after its transaction took its token, past the TTL;
+    another takes the lock and writes; the frozen one wakes and writes:
+    refused by the database (StaleToken), nothing of it written."""
+    ledger = make_ledger(db)
+    name = lock_name(kind)
+    a = worker(workers, kind, "A", name)
+    a.cmd("acquire 30")
+    assert a.cmd(f"write {ledger} acct-1").get("ok")
+    ta = fc.Token.parse(a.cmd("begin")["token"])
+    a.freeze()
+    t0 = time.monotonic()
+    b = clients.source(kind, name, db)
+    tb = b.acquire(timeout=60)
+    waited = time.monotonic() - t0
+    assert tb > ta
+    fc.run_fenced(db, b, lambda cur: cur.execute(
+        f"INSERT INTO {ledger} (acct, amount, by) VALUES ('acct-1', 1, 'B')"))
+    a.thaw()
+    r = a.cmd(f"finish {ledger} acct-1")
+    assert (r.get("error"), r.get("reason")) == ("StaleToken", "stale_token"), r
+    assert db.execute(f"SELECT count(*) FILTER (WHERE by = 'A' AND fence::text = %s) "
+                      f"FROM {ledger}", (str(ta),)).fetchone() == (0,)
+    b.release()
+    note(f"{kind}: A frozen with token {ta}; B took the lock after {waited:.1f} s "
+         f"(token {tb}), wrote; A woke: StaleToken")
+
+
+@pytest.mark.parametrize("fences", [True, False], ids=["fences", "no-fences"])
+def test_first_meter(kind: str, fences: bool, db: Any, clients: Clients,
+                     workers: Callable[..., Worker]) -> None:
+    """A holder frozen after its transaction took its token, past the TTL;
+    another takes the lock but has not written yet.  With the new holder's
+    fences raised when it took the lock, the old holder's write is refused
+    when it wakes; without them it is accepted (the window the first meter
+    closes)."""
+    ledger = make_ledger(db)
+    name = lock_name(kind)
+    a = worker(workers, kind, "A", name)
+    a.cmd("acquire 30")
+    ta = fc.Token.parse(a.cmd("begin")["token"])
+    a.freeze()
+    b = clients.source(kind, name, db)
+    tb = b.acquire(timeout=60, fences=[fc.Scope(ledger, "acct-1")] if fences else [])
+    assert tb > ta
+    a.thaw()
+    r = a.cmd(f"finish {ledger} acct-1")
+    if fences:
+        assert (r.get("error"), r.get("reason")) == ("StaleToken", "stale_token"), r
+        assert db.execute(f"SELECT count(*) FROM {ledger}").fetchone() == (0,)
+        # the new holder writes on: its transactions' tokens beat its grant's
+        fc.run_fenced(db, b, lambda cur: cur.execute(
+            f"INSERT INTO {ledger} (acct, amount, by) VALUES ('acct-1', 1, 'B')"))
+    else:
+        assert r.get("ok"), r
+    b.release()
+
+
+def test_first_meter_table_scope(kind: str, db: Any, clients: Clients) -> None:
+    """A table-scope fence raised at the grant: an older token is refused
+    on the whole table; the stale grant itself is refused at acquire."""
+    t = fc.Token
+    table = f"tscope_{kind}_{int(time.time() * 1000) % 10**8}"
+    db.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int, fence fencing.fence)")
+    db.execute(f"SELECT fencing.protect('{table}', key_columns => '{{}}')")
+    s = clients.source(kind, lock_name(kind), db)
+    tok = s.acquire(timeout=30, fences=[fc.Scope(table)])
+    with pytest.raises(fc.StaleToken):
+        fc.run_fenced(db, t(tok.epoch, tok.counter - 1), lambda cur: cur.execute(
+            f"INSERT INTO {table} VALUES (1, 1)"))
+    fc.run_fenced(db, s, lambda cur: cur.execute(f"INSERT INTO {table} VALUES (1, 1)"))
+    s.release()

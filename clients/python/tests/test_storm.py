@@ -1,10 +1,16 @@
-"""The storm: 20 worker processes x 500 fenced writes, tokens from the
-built-in leases (TTL 300 ms) of 8 lease-protected tables, with pauses past
-the TTL.  Then the database is counted: no stale write accepted (per key,
-the tokens of the accepted writes strictly increase in commit order), every
-SF001 classified, no pooled connection left with a token.
+"""The storm: 10 worker processes x 200 fenced transactions, each worker
+taking the built-in leases (TTL 300 ms) of 20 lease-protected tables and
+writing a few transactions under each grant, through a pool, with whole-
+process pauses (SIGSTOP) past the TTL.  Then an invariant checker counts
+the database: no stale write accepted (per key, the tokens of the accepted
+writes strictly increase in commit order, and the row's fence is the last
+of them), every refusal classified, every paused write refused, no pooled
+connection left with a token.
 
-FENCING_TEST_STORM=0 skips it; FENCING_TEST_STORM_WORKERS / _WRITES shrink it."""
+FENCING_TEST_STORM=0 skips it (the suite runs it on PostgreSQL 15);
+FENCING_TEST_STORM_WORKERS / _WRITES change its size."""
+from __future__ import annotations
+
 import json
 import os
 import subprocess
@@ -12,7 +18,9 @@ import time
 import unittest
 from collections import Counter
 
-from .common import HERE, PY, ROOT, connect, note, setup_db
+import pytest
+
+from .conftest import HERE, PY, connect, note
 
 KEYS = 20
 TTL = 0.3
@@ -20,12 +28,12 @@ REASONS = {"stale_token", "token_already_used", "lease_expired", "claim_taken_ov
 
 
 class TestStorm(unittest.TestCase):
-    def test_storm(self):
+    @pytest.mark.storm
+    def test_storm(self) -> None:
         if os.environ.get("FENCING_TEST_STORM", "1") == "0":
             raise unittest.SkipTest("FENCING_TEST_STORM=0")
-        workers = int(os.environ.get("FENCING_TEST_STORM_WORKERS", "20"))
-        writes = int(os.environ.get("FENCING_TEST_STORM_WRITES", "500"))
-        setup_db()
+        workers = int(os.environ.get("FENCING_TEST_STORM_WORKERS", "10"))
+        writes = int(os.environ.get("FENCING_TEST_STORM_WRITES", "200"))
         db = connect(autocommit=True)
         db.execute("DROP TABLE IF EXISTS storm_log")
         db.execute("CREATE TABLE storm_log (key int, seq int, token text NOT NULL, who text, "
@@ -41,10 +49,9 @@ class TestStorm(unittest.TestCase):
         t0 = time.monotonic()
         procs = [subprocess.Popen([PY, os.path.join(HERE, "storm_worker.py"), f"w{i}", str(i),
                                    str(KEYS), str(writes), str(TTL)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env={**os.environ, "PYTHONPATH": ROOT})
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(workers)]
-        total = Counter()
+        total: Counter[str] = Counter()
         failures = []
         # only a guard against a hung worker, never a limit on speed: a
         # loaded machine (CI beside other work) may take minutes
@@ -66,7 +73,8 @@ class TestStorm(unittest.TestCase):
         note(f"storm: {workers} workers x {writes} fenced writes in {took:.1f} s, lease TTL "
              f"{int(TTL * 1000)} ms, {KEYS} lease-protected tables: {total['accepted']} accepted, "
              f"refused " + ", ".join(f"{k} {v}" for k, v in sorted(refused.items())) +
-             f"; {total['paused']} paused past the TTL, {total['doubled']} grants used twice, "
+             f", {total['lock_lost']} stopped before writing (lock lost); "
+             f"{total['paused']} paused past the TTL (SIGSTOP), "
              f"{total['lease_busy']} acquisitions found the lease held, "
              f"{total['pooled_with_token']} pooled connections with a token")
 
@@ -75,9 +83,10 @@ class TestStorm(unittest.TestCase):
         self.assertEqual(odd, {}, "unclassified SF001, other errors, or a write accepted that "
                                   "had to be refused")
         self.assertEqual(total["attempts"], workers * writes)
-        self.assertEqual(total["accepted"] + sum(refused.values()), workers * writes)
+        self.assertEqual(total["accepted"] + sum(refused.values()) + total["lock_lost"],
+                         workers * writes)
         self.assertEqual(total["pooled_with_token"], 0)
-        self.assertGreaterEqual(sum(refused.values()), total["paused"] + total["doubled"])
+        self.assertGreaterEqual(sum(refused.values()), total["paused"])
         self.assertGreater(total["paused"], 0)
 
         # the database: every accepted write is in the log, once, in commit order

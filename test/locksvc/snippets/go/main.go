@@ -72,8 +72,8 @@ func main() {
 	case err == nil:
 		fmt.Println("committed with token " + token)
 	case errors.As(err, &refused) && refused.Reason == "token_already_used":
-		// not a lost lock: this grant wrote in another transaction already;
-		// take the lock again for a new token
+		// not a lost lock: this token wrote in another transaction already:
+		// take a new one from the lock for each transaction
 		fmt.Printf("SF001 %s: %s: stopping\n", refused.Reason, refused.Message)
 		conn.Close(ctx)
 		os.Exit(4)

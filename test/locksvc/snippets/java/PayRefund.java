@@ -56,8 +56,8 @@ public class PayRefund {
             System.out.println("committed with token " + token);
         } catch (Refused e) {
             if (e.reason.equals("token_already_used")) {
-                // not a lost lock: this grant wrote in another transaction
-                // already; take the lock again for a new token
+                // not a lost lock: this token wrote in another transaction
+                // already: take a new one from the lock for each transaction
                 System.out.println("SF001 " + e.reason + ": " + e.getMessage() + ": stopping");
                 System.exit(4);
             }

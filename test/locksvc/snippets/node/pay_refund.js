@@ -42,8 +42,8 @@ async function main() {
   } catch (e) {
     if (!(e instanceof Refused)) throw e;
     if (e.reason === 'token_already_used') {
-      // not a lost lock: this grant wrote in another transaction already;
-      // take the lock again for a new token
+      // not a lost lock: this token wrote in another transaction already:
+      // take a new one from the lock for each transaction
       console.log(`SF001 ${e.reason}: ${e.message}: stopping`);
       process.exitCode = 4;
     } else {

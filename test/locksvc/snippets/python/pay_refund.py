@@ -41,8 +41,8 @@ if __name__ == "__main__":
             print(f"committed with token {token}")
         except Refused as e:
             if e.reason == "token_already_used":
-                # not a lost lock: this grant wrote in another transaction
-                # already; take the lock again for a new token
+                # not a lost lock: this token wrote in another transaction
+                # already: take a new one from the lock for each transaction
                 print(f"SF001 {e.reason}: {e}: stopping")
                 sys.exit(4)
             # stale_token, lease_expired (claim_taken_over: the same for a
