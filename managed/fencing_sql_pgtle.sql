@@ -529,6 +529,13 @@ DECLARE
     t text := fencing.fence_text(token);
     f text := fencing.fence_text(lost_to);
     equal boolean := token = lost_to;
+    -- a token of an older epoch comes from before a raise of the
+    -- generation (or a failover): take the lock again, read the generation
+    -- after it; a token of the fence's own epoch may also be a rightful
+    -- holder's after the lock service lost its numbers
+    hint text := CASE WHEN (token).epoch < (lost_to).epoch
+                      THEN format('Token %s is of an older epoch than the fence: the lock was lost, or the generation was raised since it was granted. Stop writing, take the lock again and read the generation after taking it.', t)
+                      ELSE format('The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token. If every holder is refused, even right after it takes the lock, the lock service lost its numbers: raise its generation.', t) END;
     relname text;
     nspname text;
 BEGIN
@@ -542,7 +549,7 @@ BEGIN
         RAISE EXCEPTION 'stale fence token %', t
             USING ERRCODE = 'SF001', CONSTRAINT = 'stale_token',
                   DETAIL = format('The resource has already accepted fence token %s.', f),
-                  HINT = format('The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.', t);
+                  HINT = hint;
     END IF;
     SELECT c.relname, n.nspname INTO relname, nspname
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -557,7 +564,7 @@ BEGIN
     RAISE EXCEPTION 'stale fence token % for table "%"', t, relname
         USING ERRCODE = 'SF001', CONSTRAINT = 'stale_token',
               DETAIL = format('The %s has already accepted fence token %s.', coalesce(scope_desc, 'row'), f),
-              HINT = format('The lock that issued token %s was lost: stop writing, re-acquire the lock and retry with the new token.', t),
+              HINT = hint,
               TABLE = relname, SCHEMA = nspname;
 END
 $$;
