@@ -30,8 +30,8 @@ fencing_pgtle_make() {
     local tmp=$1 tarball=$2
     # pg_tle's client authentication hook includes libpq-be.h, which
     # includes gssapi.h on servers built with GSSAPI (Debian's 15)
-    fencing_install_missing libkrb5-dev libssl-dev make gcc \
-        || fencing_die "cannot install the build dependencies of pg_tle"
+    # (its packages: fencing_suite_packages managed, test/lib/deps.sh)
+    fencing_need managed || fencing_die "cannot install the build dependencies of pg_tle"
     mkdir -p "$tmp/src" && tar -xzf "$tarball" -C "$tmp/src" --strip-components=1 || return 1
     (cd "$tmp/src" && make PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" &&
         make install PG_CONFIG="$FENCING_SYS_BINDIR/pg_config" DESTDIR="$tmp/stage") \
