@@ -12,6 +12,9 @@
 #   FencingClients::run(%o)                run a command (cmd, env, dir,
 #                                           timeout, log): its status and
 #                                           output; a group of its own
+#   FencingClients::start(%o), finish($job) the same in two steps: the
+#                                           command runs while the test goes
+#                                           on (its output into log only)
 #   FencingClients::tap_checks($out, %o)   "ok - ...", "not ok - ..." lines
 #                                           (numbered or not) as checks
 #   FencingClients::pgenv($node, $db)      libpq's variables for it (TCP)
@@ -35,7 +38,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-our @EXPORT_OK = qw(need_env server run tap_checks stop_all leftovers);
+our @EXPORT_OK = qw(need_env server run start finish tap_checks stop_all leftovers);
 
 my @groups;    # [ name, pgid ] of every process group started
 
@@ -123,11 +126,21 @@ END { local $?; stop_all(); }
 sub run
 {
 	my (%o) = @_;
+	return finish(start(%o, keep => 1));
+}
+
+# Start a command as run() does and return at once; finish($job) waits for
+# it and returns what run() returns.  Without keep its output goes only to
+# $o{log} (a command that writes much cannot block on a pipe nobody reads).
+sub start
+{
+	my (%o) = @_;
 	local %ENV = (%ENV, %{ $o{env} // {} });
 	my $out = '';
 	my $t = IPC::Run::timeout($o{timeout} // 600);
+	my @to = $o{keep} ? ('>&', \$out) : ('>&', $o{log} // '/dev/null');
 	my $h = IPC::Run::start(
-		$o{cmd}, '<', \undef, '>&', \$out,
+		$o{cmd}, '<', \undef, @to,
 		init => sub {
 			POSIX::setsid();
 			chdir $o{dir} or die "chdir $o{dir}: $!" if $o{dir};
@@ -135,6 +148,14 @@ sub run
 		$t);
 	my $pgid = $h->{KIDS}[0]{PID};
 	push @groups, [ $o{name} // $o{cmd}[0], $pgid ];
+	return { h => $h, out => \$out, pgid => $pgid, o => \%o };
+}
+
+sub finish
+{
+	my ($job) = @_;
+	my ($h, $pgid, %o) = ($job->{h}, $job->{pgid}, %{ $job->{o} });
+	my $out = $job->{out};
 	my $st;
 	if (eval { $h->finish; 1 })
 	{
@@ -143,20 +164,25 @@ sub run
 	}
 	else
 	{
-		$out .= "\n[killed: $@]\n";
+		$$out .= "\n[killed: $@]\n";
 		stop_group($pgid);
 		eval { $h->kill_kill; 1 };
 		$st = -1;
 	}
 	# the group too, with what it left running (workers it started)
 	stop_group($pgid);
-	if ($o{log})
+	if (!$o{keep})
+	{
+		$$out = -f ($o{log} // '') ? PostgreSQL::Test::Utils::slurp_file($o{log}) : '';
+		$$out .= "\n[killed: timeout]\n" if $st == -1;
+	}
+	elsif ($o{log})
 	{
 		open my $fh, '>', $o{log} or die "$o{log}: $!";
-		print $fh $out;
+		print $fh $$out;
 		close $fh;
 	}
-	return ($st, $out);
+	return ($st, $$out);
 }
 
 # TAP lines of a program's output as checks of this test: "ok - NAME",

@@ -6,7 +6,10 @@
 # FENCING_CLIENT_TS_CACHE) and runs that file with `make prove_installcheck`
 # as the postgres OS user, in copies of the tree and of clients/typescript
 # (FENCING_CLIENT_TS, node_modules the cached tree), with
-# FENCING_CLIENT_STORM 1 on PostgreSQL 15; then fails if it skipped.
+# FENCING_CLIENT_STORM 1 on PostgreSQL 15, and FENCING_CLIENT_TS_NPM_CACHE
+# an npm cache of the postgres OS user under FENCING_CLIENT_TS_CACHE (the
+# fresh project that installs the packed tarball fills it once); then
+# fails if it skipped.
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
@@ -29,7 +32,9 @@ mkdir -p "$CACHE" && (
 ) 9>"$CACHE/npm.lock"
 [ -f "$M/.complete" ] || { echo "not ok 1 - npm ci (clients/typescript/package-lock.json)"; exit 1; }
 rm -rf "$W" && mkdir -p "$W/ts" &&
-    cp -a "$SRC"/{package.json,package-lock.json,tsconfig.json,tsconfig.test.json,README.md,src,test,examples,bench} "$W/ts/" &&
+    cp -a "$SRC"/{package.json,package-lock.json,tsconfig.json,tsconfig.test.json,README.md,src,esm,test,examples,bench} "$W/ts/" &&
     ln -s "$M" "$W/ts/node_modules" || exit 1
+NC=$CACHE/npm-user
+mkdir -p "$NC" && chown -R postgres: "$NC" || exit 1
 storm=${FENCING_CLIENT_STORM:-$([ "$FENCING_PGVER" = 15 ] && echo 1 || echo 0)}
-fencing_prove "$W" "$t" FENCING_CLIENT_TS="$W/ts" FENCING_CLIENT_STORM="$storm"
+fencing_prove "$W" "$t" FENCING_CLIENT_TS="$W/ts" FENCING_CLIENT_TS_NPM_CACHE="$NC" FENCING_CLIENT_STORM="$storm"

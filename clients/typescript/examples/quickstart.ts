@@ -1,7 +1,8 @@
-// Pay an invoice while holding a lease: the write carries the lease's
-// token, and the database refuses it once a newer holder has written.
+// Pay invoices while holding a lease: each transaction takes a new token
+// from the lease, and the database refuses the writes of a holder that
+// lost it.
 import { Pool } from 'pg';
-import { FencedOutError, LeaseTokenSource, runFenced } from '@fencing/client';
+import { FencingError, LeaseSource, runFenced } from '@fencing/client';
 
 async function main(): Promise<void> {
   const pool = new Pool(); // PGHOST, PGPORT, PGUSER, PGDATABASE
@@ -12,16 +13,20 @@ async function main(): Promise<void> {
                       fence fencing.fence)`);
   await pool.query("SELECT fencing.protect('invoices')");
 
-  const lease = new LeaseTokenSource(pool, { name: 'invoices', ttlMs: 10_000 });
-  const token = await lease.acquire();
+  const lease = new LeaseSource(pool, { name: 'invoices', ttlMs: 10_000 });
+  await lease.acquire({ timeoutMs: 30_000 });
   try {
-    await runFenced(pool, token, (client) =>
-      client.query(`INSERT INTO invoices (id, status) VALUES ('inv-1', 'paid')
-                    ON CONFLICT (id) DO UPDATE SET status = excluded.status`));
-    console.log(`invoice inv-1 paid with token ${token}`);
+    for (const id of ['inv-1', 'inv-2']) {
+      const token = await runFenced(pool, lease, async (client, { token }) => {
+        await client.query(`INSERT INTO invoices (id, status) VALUES ($1, 'paid')
+                            ON CONFLICT (id) DO UPDATE SET status = excluded.status`, [id]);
+        return token;
+      });
+      console.log(`invoice ${id} paid with token ${token}`);
+    }
   } catch (e) {
-    if (!(e instanceof FencedOutError)) throw e;
-    console.log(`fenced out (${e.reason}): another holder took over; stopping`);
+    if (!(e instanceof FencingError)) throw e;
+    console.log(`${e.name}: the lease is lost, stopping (${e.message})`);
   } finally {
     await lease.release();
     await pool.end();

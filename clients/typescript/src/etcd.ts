@@ -1,95 +1,140 @@
-// Tokens from etcd (the etcd3 client): a lock key under a lease, as
-// etcd3's own Lock takes it, and the key's create revision.
+// etcd's own mutex (the etcd3 client) as a token source: the protocol of
+// `etcdctl lock NAME` and Go's concurrency.Mutex, so that all of them
+// exclude each other.  Each contender puts NAME/<lease id in hex> under its
+// lease; the key with the lowest create revision holds the lock, and each
+// other waits for the deletion of the key just before its own.
 //
-// The number: the lock key's CREATE REVISION, which is the revision of the
-// transaction that created it (read from that transaction's response
-// header, so no second read can see another holder's key).  One kind of
-// revision per fence: do not mix it with `etcdctl lock`'s ETCD_LOCK_REV
-// (the header revision of a queued grant) on one fence.
-//
-// The token: generation:revision, the generation read from the database
-// right after the lock is taken (docs/lock-services.md).
+// The token: generation:revision, the revision the header of a
+// transaction `If(CreateRevision(own key) == mine) Then(Put(own key,
+// ignore lease))` answers, made while the lock is held: the grant's token
+// is the first such put right after the lock is taken, each transaction's
+// token another.  A failed compare means the lock is lost.
 
-import type { Etcd3, Lease } from 'etcd3';
-import { randomUUID } from 'node:crypto';
-import { LockNotAcquiredError } from './errors';
+import { Etcd3, EtcdLeaseInvalidError, Lease } from 'etcd3';
+import type { Pool } from 'pg';
 import { GenerationOptions, readGeneration } from './generation';
-import { Token, TokenSource } from './token';
+import { LockSource, sleep, SourceOptions } from './source';
+import { Token } from './token';
 
-export interface EtcdTokenSourceOptions extends GenerationOptions {
-  /** the lock key */
-  key: string;
-  /** the lease's TTL in seconds (default 10; etcd grants at least about 2 s) */
-  ttlSeconds?: number;
-  /** how long acquire() waits for the key to be freed (default 30 s) */
-  acquireTimeoutMs?: number;
-  /** the pause between two attempts of acquire() (default 50 ms) */
-  retryDelayMs?: number;
-  /** called when the lease is lost (keep-alives failed until it ran out) */
-  onLost?: (err: Error) => void;
+export interface EtcdSourceOptions extends SourceOptions, GenerationOptions {
+  /** the lock's name: its keys are NAME/<lease id> */
+  name: string;
 }
 
-export class EtcdTokenSource implements TokenSource {
+export class EtcdSource extends LockSource {
+  readonly name: string;
   private lease: Lease | null = null;
-  private current: Token | null = null;
-  private readonly value = randomUUID();
+  private key: string | null = null;
+  private createRevision = '0';
+  private generation = 0n;
+  protected override readonly nextRenews = false;
 
-  constructor(private readonly etcd: Etcd3, private readonly opts: EtcdTokenSourceOptions) {}
-
-  /** The token of the grant held, or null. */
-  get token(): Token | null {
-    return this.current;
+  /** ttlMs is rounded up to whole seconds, etcd's unit (at least 1 s; etcd may grant more). */
+  constructor(private readonly etcd: Etcd3, db: Pool, private readonly opts: EtcdSourceOptions) {
+    super(db, opts);
+    this.name = opts.name.replace(/\/+$/, '');
   }
 
-  /** One attempt: the grant's token, or null while another client holds the key. */
-  async tryAcquire(): Promise<Token | null> {
-    if (this.current) throw new Error(`etcd lock ${this.opts.key} is already held by this source`);
-    const lease = this.etcd.lease(this.opts.ttlSeconds ?? 10);
-    lease.on('lost', (err) => {
-      if (this.lease === lease) {
-        this.lease = null;
-        this.current = null;
-        this.opts.onLost?.(err);
-      }
-    });
+  /** The lock key held (NAME/<lease id in hex>), or null. */
+  get lockKey(): string | null {
+    return this.key;
+  }
+
+  protected describe(): string {
+    return `etcd lock ${this.name}`;
+  }
+
+  protected async grant(until: number, signal?: AbortSignal): Promise<Token | null> {
+    const lease = this.etcd.lease(Math.max(1, Math.ceil(this.opts.ttlMs / 1000)), { autoKeepAlive: false });
+    lease.on('lost', () => undefined); // our own renewal tells the loss (source.ts)
+    let stop = (): void => undefined;
     try {
+      this.renewedAt = Date.now();
       const id = await lease.grant();
-      const res = await this.etcd
-        .if(this.opts.key, 'Create', '==', 0)
-        .then(this.etcd.put(this.opts.key).value(this.value).lease(id))
+      // the lease lives from now on: kept alive while the lock is waited for and taken
+      stop = this.keepAlive(() => lease.keepaliveOnce());
+      const key = `${this.name}/${BigInt(id).toString(16)}`;
+      const put = await this.etcd.if(key, 'Create', '==', 0)
+        .then(this.etcd.put(key).value('').lease(id))
+        .else(this.etcd.get(key))
         .commit();
-      if (!res.succeeded) {
-        await lease.revoke().catch(() => undefined);
-        return null;
-      }
-      // the put's revision: the key's create revision
-      const revision = BigInt(res.header.revision);
+      const mine = put.succeeded
+        ? put.header.revision
+        : put.responses[0].response_range!.kvs[0].create_revision;
       this.lease = lease;
-      const generation = await readGeneration(this.opts, 'etcd');
-      this.current = new Token(generation, revision);
-      return this.current;
+      this.key = key;
+      this.createRevision = String(mine);
+      for (;;) {
+        const all = await this.etcd.getAll().prefix(`${this.name}/`).sort('Create', 'Ascend').exec();
+        const kvs = all.kvs;
+        if (kvs.length > 0 && kvs[0].key.toString() === key) break;
+        if (!kvs.some((kv) => kv.key.toString() === key)) throw new Error(`${this.describe()}: our key ${key} is gone (the lease expired)`);
+        const left = until - Date.now();
+        if (left <= 0) {
+          await this.releaseGrant();
+          return null;
+        }
+        // the key just before ours: wait for it to go
+        const before = kvs.filter((kv) => BigInt(kv.create_revision) < BigInt(mine)).pop();
+        const chunk = Math.min(left, Math.max(100, Math.floor(this.opts.ttlMs / 3)));
+        if (before) await this.waitDeleted(before.key.toString(), all.header.revision, chunk, signal);
+      }
+      this.generation = await readGeneration(this.db, this.opts, 'etcd');
+      const token = await this.next();
+      if (!token) throw new Error(`${this.describe()}: lost right after it was taken`);
+      return token;
     } catch (e) {
-      this.lease = null;
+      await this.releaseGrant().catch(() => undefined);
       await lease.revoke().catch(() => undefined);
+      throw e;
+    } finally {
+      stop();
+    }
+  }
+
+  private async waitDeleted(key: string, revision: string, ms: number, signal?: AbortSignal): Promise<void> {
+    const watcher = await this.etcd.watch().key(key).startRevision(String(BigInt(revision) + 1n)).create();
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await Promise.race([
+        new Promise<void>((resolve) => watcher.on('delete', () => resolve())),
+        sleep(ms, stop.signal).catch(() => undefined),
+      ]);
+      signal?.throwIfAborted();
+    } finally {
+      stop.abort();
+      signal?.removeEventListener('abort', onAbort);
+      await watcher.cancel().catch(() => undefined);
+    }
+  }
+
+  protected async next(): Promise<Token | null> {
+    const res = await this.etcd.if(this.key!, 'Create', '==', this.createRevision)
+      .then(this.etcd.put(this.key!).value('').ignoreLease())
+      .commit();
+    return res.succeeded ? new Token(this.generation, BigInt(res.header.revision)) : null;
+  }
+
+  protected async renew(): Promise<boolean> {
+    try {
+      await this.lease!.keepaliveOnce();
+      return true;
+    } catch (e) {
+      if (e instanceof EtcdLeaseInvalidError) return false;
       throw e;
     }
   }
 
-  async acquire(): Promise<Token> {
-    const deadline = Date.now() + (this.opts.acquireTimeoutMs ?? 30000);
-    for (;;) {
-      const t = await this.tryAcquire();
-      if (t) return t;
-      if (Date.now() >= deadline) throw new LockNotAcquiredError(`etcd lock ${this.opts.key} is held by another client`);
-      await new Promise((r) => setTimeout(r, this.opts.retryDelayMs ?? 50));
-    }
+  protected async releaseGrant(): Promise<void> {
+    const lease = this.lease;
+    this.forget();
+    if (lease) await lease.revoke();
   }
 
-  /** Revokes the lease: the key goes with it. */
-  async release(): Promise<void> {
-    const lease = this.lease;
+  protected forget(): void {
     this.lease = null;
-    this.current = null;
-    if (lease) await lease.revoke().catch(() => undefined);
+    this.key = null;
   }
 }

@@ -1,24 +1,22 @@
 // The generation of a lock service: the token's epoch, kept in the
 // database the tokens fence and raised after the service lost or rolled
 // back its numbers (docs/lock-services.md).  Read once, right after the
-// lock is taken, and kept with the grant.
+// lock is taken, and kept for the whole grant (never re-read at write time).
 
-import type { Queryable } from './fenced';
+import type { Pool } from 'pg';
 import { classifyError } from './errors';
 
 /** The table of generations, unless a source is given another. */
 export const DEFAULT_GENERATION_TABLE = 'fencing_lock_generations';
 
-/** Where a token source finds its generation. */
+/** Where a lock service's source finds its generation. */
 export interface GenerationOptions {
-  /** the database holding the generation table */
-  db?: Queryable;
-  /** `service text PRIMARY KEY, generation int` (default fencing_lock_generations; may be schema-qualified) */
+  /** `service text PRIMARY KEY, generation bigint NOT NULL` (default fencing_lock_generations; may be schema-qualified) */
   generationTable?: string;
   /** the row of this service (default: the source's kind, 'etcd', 'zookeeper', 'redis') */
   service?: string;
   /** a fixed generation instead of reading the table */
-  generation?: number;
+  generation?: number | bigint;
 }
 
 /** "schema.table" quoted as identifiers. */
@@ -27,19 +25,18 @@ export function quoteQualified(name: string): string {
 }
 
 /** SELECT generation FROM <table> WHERE service = $1; an error when the row is missing. */
-export async function readGeneration(opts: GenerationOptions, defaultService: string): Promise<number> {
-  if (opts.generation !== undefined) return opts.generation;
-  if (!opts.db) throw new TypeError('a token source needs `db` (to read its generation) or a fixed `generation`');
+export async function readGeneration(db: Pool, opts: GenerationOptions, defaultService: string): Promise<bigint> {
+  if (opts.generation !== undefined) return BigInt(opts.generation);
   const table = opts.generationTable ?? DEFAULT_GENERATION_TABLE;
   const service = opts.service ?? defaultService;
   let rows;
   try {
-    ({ rows } = await opts.db.query(`SELECT generation FROM ${quoteQualified(table)} WHERE service = $1`, [service]));
+    ({ rows } = await db.query(`SELECT generation::text AS g FROM ${quoteQualified(table)} WHERE service = $1`, [service]));
   } catch (e) {
     throw classifyError(e);
   }
   if (rows.length === 0) {
     throw new Error(`no generation for service "${service}" in ${table}: INSERT INTO ${table} VALUES ('${service}', 0)`);
   }
-  return Number(rows[0].generation);
+  return BigInt(rows[0].g);
 }

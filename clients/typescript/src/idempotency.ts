@@ -3,8 +3,8 @@
 
 import type { ClientBase } from 'pg';
 import { classifyError } from './errors';
-import { IsolationLevel, Queryable, transaction, withClient } from './fenced';
-import { Token } from './token';
+import { fencedTransaction, FencedOptions, Queryable, withAttempts } from './fenced';
+import { Token, TokenSource } from './token';
 
 export type ClaimState = 'started' | 'resumed' | 'done';
 
@@ -30,30 +30,18 @@ export interface BeginOptions {
   wait?: boolean;
 }
 
-export interface RunOnceOptions extends BeginOptions {
+export interface RunOnceOptions extends BeginOptions, FencedOptions {
   /**
-   * The token of fn's writes: a lock's token, or 'claim' for the claim
-   * token (fencing a table protected in key scope by the request's key).
-   * Default: none (fn's writes need no token, or fn sets one).
+   * The token of fn's writes: a lock's source (its next token), a token,
+   * or 'claim' for the claim token (fencing a table protected in key scope
+   * by the request's key).  Default: none (fn's writes need no token).
    */
-  token?: Token | string | 'claim';
-  isolation?: IsolationLevel;
+  token?: TokenSource | Token | string | 'claim';
 }
 
 const BEGIN_SQL =
   'SELECT state, token::text AS token, result, recovery_point, expires_at' +
   ' FROM fencing.idem_begin($1, $2::jsonb, $3::interval, $4::interval, $5)';
-
-// idem_begin, and in the same statement the token of what follows (one
-// round trip): the claim's, or a given one, set only when there is work.
-const BEGIN_SET_CLAIM_SQL =
-  'SELECT b.state, b.token::text AS token, b.result, b.recovery_point, b.expires_at,' +
-  " CASE WHEN b.state <> 'done' THEN fencing.set_token(b.token) END" +
-  ' FROM fencing.idem_begin($1, $2::jsonb, $3::interval, $4::interval, $5) b';
-const BEGIN_SET_TOKEN_SQL =
-  'SELECT b.state, b.token::text AS token, b.result, b.recovery_point, b.expires_at,' +
-  " CASE WHEN b.state <> 'done' THEN fencing.set_token($6) END" +
-  ' FROM fencing.idem_begin($1, $2::jsonb, $3::interval, $4::interval, $5) b';
 
 interface BeginRow {
   state: ClaimState;
@@ -88,8 +76,8 @@ function beginValues(key: string, request: unknown, o: BeginOptions): unknown[] 
 
 /**
  * fencing.idem_begin: claims the key (started, resumed) or returns its
- * recorded result (done).  SF004 → InProgressError, SF003 →
- * IdempotencyKeyReusedError.  On a pool it commits at once (a claim for a
+ * recorded result (done).  SF004 → KeyInProgressError, SF003 →
+ * KeyReusedError.  On a pool it commits at once (a claim for a
  * request of several transactions); on a client it joins its transaction.
  */
 export async function idemBegin(db: Queryable, key: string, request: unknown, options: BeginOptions = {}): Promise<Claim> {
@@ -122,8 +110,9 @@ export async function idemAbandon(db: Queryable, key: string, token: Token | str
  * otherwise fn(client, claim) runs and its result is recorded with
  * idem_complete before COMMIT, so the business writes and the result
  * commit together (an error rolls back both, and the claim).  A key that
- * another owner is running → InProgressError.  The result goes through
- * JSON (a replay returns what JSON.parse gives).
+ * another owner is running → KeyInProgressError.  The result goes through
+ * JSON (a replay returns what JSON.parse gives).  `attempts` retries
+ * 40001/40P01 as runFenced does.
  */
 export async function runOnce<T>(
   db: Queryable,
@@ -133,19 +122,18 @@ export async function runOnce<T>(
   options: RunOnceOptions = {},
 ): Promise<T> {
   const values = beginValues(key, request, options);
-  let sql = BEGIN_SQL;
-  if (options.token === 'claim') sql = BEGIN_SET_CLAIM_SQL;
-  else if (options.token !== undefined) {
-    sql = BEGIN_SET_TOKEN_SQL;
-    values.push(Token.from(options.token).toString());
-  }
-  return withClient(db, (client) =>
-    transaction(client, options.isolation, async (c) => {
-      const claim = toClaim(key, (await c.query(sql, values)).rows[0] as BeginRow);
+  const source = options.token === undefined || options.token === 'claim' ? null : options.token;
+  return withAttempts(db, options, source, (client, plan) =>
+    fencedTransaction(client, plan, options.isolation, options.signal, async (c) => {
+      const claim = toClaim(key, (await c.query(BEGIN_SQL, values)).rows[0] as BeginRow);
       if (claim.state === 'done') return claim.result as T;
+      // the claim token in a statement of its own: the server lets only a
+      // call by name set fencing.token (SELECT fencing.set_token($1)); set
+      // inside the statement that calls idem_begin it is refused (55P02)
+      if (options.token === 'claim') await c.query('SELECT fencing.set_token($1)', [claim.token!.toString()]);
       const result = await fn(c, claim);
       await c.query('SELECT fencing.idem_complete($1, $2::fencing.fence, $3::jsonb)',
-        [key, (claim.token as Token).toString(), JSON.stringify(result ?? null)]);
+        [key, claim.token!.toString(), JSON.stringify(result ?? null)]);
       return result;
     }),
   );

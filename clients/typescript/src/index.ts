@@ -1,23 +1,25 @@
 // @fencing/client: fencing tokens for node-postgres.
 //
-// The lock-service sources live in their own entry points, so that only
-// the client library you use is needed:
-//   @fencing/client/etcd       EtcdTokenSource       (etcd3)
-//   @fencing/client/zookeeper  ZooKeeperTokenSource  (node-zookeeper-client)
-//   @fencing/client/redis      RedisTokenSource      (ioredis)
+// The lock services' sources live in entry points of their own, so that
+// only the client library of the service you use is needed:
+//   @fencing/client/etcd       EtcdSource       (etcd3)
+//   @fencing/client/zookeeper  ZooKeeperSource  (node-zookeeper-client)
+//   @fencing/client/redis      RedisSource      (ioredis)
 
-export { Token, TokenSource, StaticTokenSource } from './token';
+export { Token, TokenSource, StaticToken, Scope, AcquireOptions } from './token';
 export {
-  FencingError, FencedOutError, FencedOutReason, StaleTokenError, TokenAlreadyUsedError,
-  LeaseExpiredError, ClaimTakenOverError, TokenRequiredError, IdempotencyKeyReusedError,
-  InProgressError, LockNotAcquiredError, classifyError,
+  FencingError, FencingDatabaseError, FencedOutError, FencedOutReason, StaleTokenError, TokenAlreadyUsedError,
+  LeaseExpiredError, ClaimTakenOverError, TokenRequiredError, KeyReusedError, KeyInProgressError,
+  GuardAlteredError, NotAcquiredError, LockLostError, classifyError,
 } from './errors';
 export {
-  runFenced, FencedOptions, RetryOptions, IsolationLevel, Queryable, TransactionAbortedError,
+  runFenced, runFencedMany, runLocked, FencedOptions, FencedContext, IsolationLevel, Queryable,
+  TransactionAbortedError,
 } from './fenced';
 export {
   runOnce, RunOnceOptions, BeginOptions, Claim, ClaimState,
   idemBegin, idemCheckpoint, idemComplete, idemAbandon,
 } from './idempotency';
-export { LeaseTokenSource, LeaseTokenSourceOptions } from './lease';
-export { GenerationOptions, readGeneration, DEFAULT_GENERATION_TABLE } from './generation';
+export { LeaseSource, LeaseSourceOptions } from './lease';
+export { SourceOptions } from './source';
+export { GenerationOptions, DEFAULT_GENERATION_TABLE } from './generation';

@@ -1,101 +1,120 @@
-// Tokens from the extension's own leases: fencing.lease_acquire / renew /
-// release.  The token source and the resource share one database.
+// The extension's own leases as a token source: fencing.lease_acquire for
+// the grant, fencing.lease_next for each transaction's token (a statement
+// of its own before the transaction's BEGIN, so that the lease's row is
+// locked only for that statement: a holder frozen inside its transaction
+// keeps no one waiting for the lease), fencing.lease_renew while the holder
+// lives, fencing.lease_release.
 
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { classifyError, LockNotAcquiredError } from './errors';
-import type { Queryable } from './fenced';
-import { Token, TokenSource } from './token';
+import type { ClientBase, Pool } from 'pg';
+import { classifyError } from './errors';
+import { LockSource, SourceOptions } from './source';
+import { Token } from './token';
 
-export interface LeaseTokenSourceOptions {
+/** @internal see LeaseSource[NEXT_ON] */
+export const NEXT_ON = Symbol('fencing.nextTokenOn');
+
+export interface LeaseSourceOptions extends SourceOptions {
   /** the lease's name */
   name: string;
-  /** the lease's duration, in milliseconds */
-  ttlMs: number;
-  /** who holds it (default host:pid:random) */
+  /** who holds it, as fencing.lease_status shows it (default host:pid:random) */
   holder?: string;
-  /** how long acquire() waits for a live lease to be freed (default 30 s) */
-  acquireTimeoutMs?: number;
-  /** the pause between two attempts of acquire() (default 50 ms) */
-  retryDelayMs?: number;
 }
 
 function interval(ms: number): string {
-  if (!(ms > 0)) throw new RangeError('a lease duration must be positive');
   return `${Math.round(ms)} milliseconds`;
 }
 
 /**
  * A built-in lease of the extension.  Its tokens are granted by the
- * database: every grant beats every earlier one of that name, across
- * failovers (the epoch).  Protect tables with fencing.protect(...,
- * lease => name) to have writes refused as soon as the lease ran out
- * (LeaseExpiredError), even before another holder wrote.
+ * database: every grant and every lease_next beats every token before it,
+ * across failovers (the epoch).  A table protected with
+ * `fencing.protect(..., lease => name)` refuses a write as soon as the
+ * lease ran out (LeaseExpiredError), even before another holder wrote.
  */
-export class LeaseTokenSource implements TokenSource {
+export class LeaseSource extends LockSource {
   readonly name: string;
   readonly holder: string;
-  private readonly opts: LeaseTokenSourceOptions;
-  private current: Token | null = null;
+  private readonly ttl: string;
 
-  constructor(private readonly db: Queryable, options: LeaseTokenSourceOptions) {
-    this.opts = options;
+  constructor(db: Pool, options: LeaseSourceOptions) {
+    super(db, options);
     this.name = options.name;
     this.holder = options.holder ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-    interval(options.ttlMs);
+    this.ttl = interval(options.ttlMs);
   }
 
-  /** The token of the grant held, or null. */
-  get token(): Token | null {
-    return this.current;
+  protected describe(): string {
+    return `lease "${this.name}"`;
   }
 
-  /** One attempt: the grant's token, or null while another holder's lease is live. */
-  async tryAcquire(): Promise<Token | null> {
-    let rows;
+  /** a client of this.db that next() uses instead of the pool, during [NEXT_ON] */
+  private via: ClientBase | null = null;
+
+  private async one(text: string, values: unknown[]): Promise<string | null> {
     try {
-      ({ rows } = await this.db.query('SELECT fencing.lease_acquire($1, $2, $3::interval)::text AS token',
-        [this.name, this.holder, interval(this.opts.ttlMs)]));
+      const { rows } = await (this.via ?? this.db).query(text, values);
+      return rows[0].v as string | null;
     } catch (e) {
       throw classifyError(e);
     }
-    const t = rows[0].token as string | null;
-    this.current = t === null ? null : Token.parse(t);
-    return this.current;
   }
 
-  /** Waits for the lease (up to acquireTimeoutMs); LockNotAcquiredError after. */
-  async acquire(): Promise<Token> {
-    const deadline = Date.now() + (this.opts.acquireTimeoutMs ?? 30000);
-    for (;;) {
-      const t = await this.tryAcquire();
-      if (t) return t;
-      if (Date.now() >= deadline) throw new LockNotAcquiredError(`lease "${this.name}" is held by another holder`);
-      await new Promise((r) => setTimeout(r, this.opts.retryDelayMs ?? 50));
-    }
+  protected grant(until: number, signal?: AbortSignal): Promise<Token | null> {
+    return this.poll(until, signal, async () => {
+      this.renewedAt = Date.now();
+      const t = await this.one('SELECT fencing.lease_acquire($1, $2, $3::interval)::text AS v',
+        [this.name, this.holder, this.ttl]);
+      return t === null ? null : Token.parse(t);
+    });
   }
 
-  /** Extends the live lease by ttlMs; false once it expired, was released or taken over. */
-  async renew(ttlMs: number = this.opts.ttlMs): Promise<boolean> {
-    if (!this.current) return false;
-    const { rows } = await this.db.query('SELECT fencing.lease_renew($1, $2::fencing.fence, $3::interval) AS ok',
-      [this.name, this.current.toString(), interval(ttlMs)]);
-    return rows[0].ok === true;
+  protected async next(): Promise<Token | null> {
+    const t = await this.one('SELECT fencing.lease_next($1, $2::fencing.fence, $3::interval)::text AS v',
+      [this.name, this.current!.toString(), this.ttl]);
+    return t === null ? null : Token.parse(t);
+  }
+
+  protected async renew(): Promise<boolean> {
+    const ok = await this.one('SELECT fencing.lease_renew($1, $2::fencing.fence, $3::interval)::text AS v',
+      [this.name, this.current!.toString(), this.ttl]);
+    return ok === 'true';
+  }
+
+  protected async releaseGrant(): Promise<void> {
+    const t = this.current;
+    if (t) await this.one('SELECT fencing.lease_release($1, $2::fencing.fence)::text AS v', [this.name, t.toString()]);
+  }
+
+  /**
+   * nextToken() on a client of `db` that the caller checked out for its
+   * transaction, before its BEGIN (lease_next in autocommit, the lease's row
+   * locked for that statement only): one checkout for the token and the
+   * transaction.  Null when the lease lives in another pool than `db`.
+   * @internal
+   */
+  [NEXT_ON](db: Pool, client: ClientBase): Promise<Token> | null {
+    if (!this.usesPool(db)) return null;
+    return this.serial(async () => {
+      this.via = client;
+      try {
+        return await this.nextLocked();
+      } finally {
+        this.via = null;
+      }
+    });
+  }
+
+  /** @internal does the lease live in db (the pool the source was given)? */
+  usesPool(db: unknown): boolean {
+    return db === this.db;
   }
 
   /** Is the token held still the lease's current one, and live? */
   async check(): Promise<boolean> {
     if (!this.current) return false;
-    const { rows } = await this.db.query('SELECT fencing.lease_check($1, $2::fencing.fence) AS ok',
-      [this.name, this.current.toString()]);
-    return rows[0].ok === true;
-  }
-
-  /** Ends the lease now (if still ours), so the next acquire succeeds at once. */
-  async release(): Promise<void> {
-    if (!this.current) return;
-    const t = this.current.toString();
-    this.current = null;
-    await this.db.query('SELECT fencing.lease_release($1, $2::fencing.fence)', [this.name, t]);
+    return (await this.one('SELECT fencing.lease_check($1, $2::fencing.fence)::text AS v',
+      [this.name, this.current.toString()])) === 'true';
   }
 }

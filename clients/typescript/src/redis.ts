@@ -1,89 +1,112 @@
-// Tokens from a single Redis node (ioredis): SET lock NX PX ttl and, only
-// when that took the lock, INCR the counter, in one Lua script; release
-// with compare-and-delete.  Token: generation:counter.
+// A lock on one Redis node (ioredis) as a token source.  The keys, as in
+// the docs' recipe: lock:{NAME} holds the holder's random id, fence:{NAME}
+// the counter (the braces keep both in one Redis Cluster slot).
+//   grant:           SET lock NX PX ttl and, only when that set it, INCR fence
+//   each transaction: if GET lock == id then PEXPIRE ttl; INCR fence
+//   renewal:          if GET lock == id then PEXPIRE ttl
+//   release:          if GET lock == id then DEL lock
+// each one script.  Token: generation:counter, the generation read from
+// the database right after the lock is taken.
 
 import type { Redis } from 'ioredis';
+import type { Pool } from 'pg';
 import { randomUUID } from 'node:crypto';
-import { LockNotAcquiredError } from './errors';
 import { GenerationOptions, readGeneration } from './generation';
-import { Token, TokenSource } from './token';
+import { LockSource, SourceOptions } from './source';
+import { Token } from './token';
 
-/** KEYS[1] lock, KEYS[2] counter; ARGV[1] our value, ARGV[2] ttl (ms) → the counter, or nil. */
+/** KEYS[1] lock, KEYS[2] counter; ARGV[1] the holder's id, ARGV[2] ttl (ms) → the counter, or nil. */
 export const ACQUIRE_SCRIPT = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('INCR', KEYS[2])
 end
 return false`;
 
-/** KEYS[1] lock; ARGV[1] our value → 1 when deleted, 0 when not ours. */
+/** KEYS[1] lock, KEYS[2] counter; ARGV[1] id, ARGV[2] ttl (ms) → the next counter while held, or nil. */
+export const NEXT_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return redis.call('INCR', KEYS[2])
+end
+return false`;
+
+/** KEYS[1] lock; ARGV[1] id, ARGV[2] ttl (ms) → 1 while held, 0 when not. */
+export const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`;
+
+/** KEYS[1] lock; ARGV[1] id → 1 when deleted, 0 when not ours. */
 export const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0`;
 
-export interface RedisTokenSourceOptions extends GenerationOptions {
-  /** the lock's name: keys lock:<name> and fence:<name> unless given */
+export interface RedisSourceOptions extends SourceOptions, GenerationOptions {
+  /** the lock's name: keys lock:{name} and fence:{name} */
   name: string;
-  lockKey?: string;
-  counterKey?: string;
-  /** the lock's TTL in milliseconds */
-  ttlMs: number;
-  /** how long acquire() waits (default 30 s) */
-  acquireTimeoutMs?: number;
-  /** the pause between two attempts of acquire() (default 20 ms) */
-  retryDelayMs?: number;
 }
 
 /**
- * A lock on one Redis node.  The lock is lost when its key expires (ttlMs);
- * the counter must never go back: after Redis lost data (a restart without
- * persistence, FLUSHALL, a failover) raise the generation.
+ * A lock on one Redis node.  Lost when its key expires (a holder paused
+ * past ttlMs) or is taken by another; the counter must never go back:
+ * after Redis lost data (a restart without persistence, FLUSHALL, a
+ * failover) raise the generation.
  */
-export class RedisTokenSource implements TokenSource {
+export class RedisSource extends LockSource {
   readonly lockKey: string;
   readonly counterKey: string;
-  private value: string | null = null;
-  private current: Token | null = null;
+  private id: string | null = null;
+  private generation = 0n;
 
-  constructor(private readonly redis: Redis, private readonly opts: RedisTokenSourceOptions) {
-    this.lockKey = opts.lockKey ?? `lock:${opts.name}`;
-    this.counterKey = opts.counterKey ?? `fence:${opts.name}`;
+  constructor(private readonly redis: Redis, db: Pool, private readonly opts: RedisSourceOptions) {
+    super(db, opts);
+    this.lockKey = `lock:{${opts.name}}`;
+    this.counterKey = `fence:{${opts.name}}`;
   }
 
-  get token(): Token | null {
-    return this.current;
+  protected describe(): string {
+    return `redis lock ${this.lockKey}`;
   }
 
-  /** One attempt: the grant's token, or null (no token) when another holds the lock. */
-  async tryAcquire(): Promise<Token | null> {
-    const value = randomUUID();
-    const n = (await this.redis.eval(ACQUIRE_SCRIPT, 2, this.lockKey, this.counterKey, value,
-      String(Math.round(this.opts.ttlMs)))) as number | null;
-    if (n === null) return null;
-    this.value = value;
-    try {
-      this.current = new Token(await readGeneration(this.opts, 'redis'), BigInt(n));
-    } catch (e) {
-      await this.release();
-      throw e;
-    }
-    return this.current;
+  private ttl(): string {
+    return String(Math.round(this.opts.ttlMs));
   }
 
-  async acquire(): Promise<Token> {
-    const deadline = Date.now() + (this.opts.acquireTimeoutMs ?? 30000);
-    for (;;) {
-      const t = await this.tryAcquire();
-      if (t) return t;
-      if (Date.now() >= deadline) throw new LockNotAcquiredError(`redis lock ${this.lockKey} is held by another client`);
-      await new Promise((r) => setTimeout(r, this.opts.retryDelayMs ?? 20));
-    }
+  protected grant(until: number, signal?: AbortSignal): Promise<Token | null> {
+    return this.poll(until, signal, async () => {
+      const id = randomUUID();
+      this.renewedAt = Date.now();
+      const n = (await this.redis.eval(ACQUIRE_SCRIPT, 2, this.lockKey, this.counterKey, id, this.ttl())) as number | null;
+      if (n === null) return null;
+      this.id = id;
+      const stop = this.keepAlive(() => this.renew());
+      try {
+        this.generation = await readGeneration(this.db, this.opts, 'redis');
+      } catch (e) {
+        await this.releaseGrant();
+        throw e;
+      } finally {
+        stop();
+      }
+      return new Token(this.generation, BigInt(n));
+    });
   }
 
-  /** Deletes the lock key if it is still ours. */
-  async release(): Promise<void> {
-    const value = this.value;
-    this.value = null;
-    this.current = null;
-    if (value !== null) await this.redis.eval(RELEASE_SCRIPT, 1, this.lockKey, value);
+  protected async next(): Promise<Token | null> {
+    const n = (await this.redis.eval(NEXT_SCRIPT, 2, this.lockKey, this.counterKey, this.id!, this.ttl())) as number | null;
+    return n === null ? null : new Token(this.generation, BigInt(n));
+  }
+
+  protected async renew(): Promise<boolean> {
+    return (await this.redis.eval(RENEW_SCRIPT, 1, this.lockKey, this.id!, this.ttl())) === 1;
+  }
+
+  protected async releaseGrant(): Promise<void> {
+    const id = this.id;
+    this.id = null;
+    if (id !== null) await this.redis.eval(RELEASE_SCRIPT, 1, this.lockKey, id);
+  }
+
+  protected forget(): void {
+    this.id = null;
   }
 }

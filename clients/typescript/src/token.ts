@@ -1,5 +1,4 @@
-// A fencing token: a fencing.fence, the pair (epoch, counter) of 64-bit
-// integers ordered epoch first; its text form is "epoch:counter".
+// Tokens, scopes and the TokenSource interface every lock implements.
 
 const MAX = (1n << 63n) - 1n;
 
@@ -52,23 +51,88 @@ export class Token {
 }
 
 /**
- * Where tokens come from: a lock service's grant mapped onto a fence.
- * `acquire()` resolves once the lock is held, with that grant's token;
- * `release()` gives the lock up (a no-op when it is not held).
+ * A key or table scope whose fence a source raises the moment it takes
+ * its lock (the first meter): `{ table: 'ledger', key: 'acct-1' }` (the key
+ * values in the order of the table's key columns, as text), or
+ * `{ table: 'refunds' }` for a table-scope fence.
  */
-export interface TokenSource {
-  acquire(): Promise<Token>;
-  release(): Promise<void>;
+export interface Scope {
+  table: string;
+  key?: string | readonly string[];
 }
 
-/** A token that never changes (tests, a token handed over by another process). */
-export class StaticTokenSource implements TokenSource {
+/** How long acquire() waits, what can stop it, and the fences to raise. */
+export interface AcquireOptions {
+  /** give up after this many milliseconds (NotAcquiredError); default: wait until acquired or `signal` aborts */
+  timeoutMs?: number;
+  /** abort the wait (the promise rejects with the signal's reason) */
+  signal?: AbortSignal;
+  /** the scopes whose fences are raised with the grant's token right after the lock is taken */
+  fences?: readonly Scope[];
+}
+
+/**
+ * A lock that hands out fencing tokens.  While it is held the source
+ * renews it on its own and `lost` aborts the moment it learns the lock is
+ * gone; `nextToken()` gives a new token for each transaction (the
+ * fenced transactions call it), which also proves the lock is still held.
+ */
+export interface TokenSource {
+  /** One attempt: the grant's token, or null when another holder has the lock (no token). */
+  tryAcquire(options?: Pick<AcquireOptions, 'fences' | 'signal'>): Promise<Token | null>;
+  /** Waits for the lock (see AcquireOptions); NotAcquiredError when the timeout passes first. */
+  acquire(options?: AcquireOptions): Promise<Token>;
+  /** A new token of the lock still held, newer than every one before; LockLostError when it is not held. */
+  nextToken(): Promise<Token>;
+  /** Gives the lock up (nothing to do when it is not held). */
+  release(): Promise<void>;
+  /** The last token handed out for the grant held, or null. */
+  readonly token: Token | null;
+  /** Aborts (reason: a LockLostError) when the grant held ends: lost, or released. */
+  readonly lost: AbortSignal;
+  /** Is the lock held, as far as this source knows? */
+  readonly held: boolean;
+}
+
+/**
+ * A token you already have (handed over by another process, or a test).
+ * `nextToken()` returns that same token every time: on a strict table a
+ * second transaction with it is refused (TokenAlreadyUsedError); take a
+ * lock's source for many transactions.
+ */
+export class StaticToken implements TokenSource {
   readonly token: Token;
+  private readonly controller = new AbortController();
+
   constructor(token: Token | string) {
     this.token = Token.from(token);
   }
+
+  get lost(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get held(): boolean {
+    return true;
+  }
+
+  async tryAcquire(): Promise<Token> {
+    return this.token;
+  }
+
   async acquire(): Promise<Token> {
     return this.token;
   }
+
+  async nextToken(): Promise<Token> {
+    return this.token;
+  }
+
   async release(): Promise<void> {}
+}
+
+/** Is x a TokenSource (rather than a token or its text)? */
+export function isTokenSource(x: unknown): x is TokenSource {
+  return typeof x === 'object' && x !== null && !(x instanceof Token) &&
+    typeof (x as TokenSource).nextToken === 'function';
 }

@@ -5,7 +5,6 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import * as path from 'node:path';
 import { Pool, PoolConfig } from 'pg';
-import { runFenced, Token } from '@fencing/client';
 
 /** The servers, as test/suites/client_typescript.sh exports them. */
 export const env = {
@@ -34,6 +33,14 @@ export async function waitFor(what: string, cond: () => Promise<boolean> | boole
   }
 }
 
+/** A table protected in key scope (strict) by acct: (id, acct, amount, fence). */
+export async function ledgerTable(pool: Pool, prefix: string): Promise<string> {
+  const t = unique(prefix);
+  await pool.query(`CREATE TABLE ${t} (id bigserial PRIMARY KEY, acct text NOT NULL, amount int NOT NULL, fence fencing.fence)`);
+  await pool.query(`SELECT fencing.protect('${t}', key_columns => '{acct}')`);
+  return t;
+}
+
 /** A table protected in row scope (strict) with one row, id 'r'. */
 export async function protectedTable(pool: Pool, prefix: string, protectArgs = ''): Promise<string> {
   const t = unique(prefix);
@@ -44,9 +51,8 @@ export async function protectedTable(pool: Pool, prefix: string, protectArgs = '
 }
 
 /**
- * A worker: build/test/worker.js in a process of its own, taking a lock
- * from a token source and writing with its token on command (one line in,
- * one line out).
+ * A worker: build/test/worker.js in a process of its own, holding a lock
+ * of a source and writing on command (one line in, one line out).
  */
 export class Worker {
   readonly proc: ChildProcess;
@@ -110,20 +116,19 @@ export class Worker {
   }
 }
 
-let reasons: Promise<boolean> | undefined;
-/**
- * Does the server name SF001's reason (err.constraint)?  Probed once: a
- * stale advance().  A server before the
- * reasons gives none, and every SF001 is then a StaleTokenError.
- */
-export function serverGivesReasons(pool: Pool): Promise<boolean> {
-  reasons ??= pool.query("SELECT fencing.advance('0:2', '0:1')").then(
-    () => false,
-    (err) => typeof err?.constraint === 'string' && err.constraint.length > 0,
-  );
-  return reasons;
+/** Warnings the process emits while fn runs (process.emitWarning). */
+export async function collectWarnings<T>(fn: () => Promise<T>): Promise<{ result: T; warnings: Error[] }> {
+  const warnings: Error[] = [];
+  const on = (w: Error) => warnings.push(w);
+  process.on('warning', on);
+  try {
+    const result = await fn();
+    await new Promise((r) => setImmediate(r)); // 'warning' is emitted on the next tick
+    return { result, warnings };
+  } finally {
+    process.off('warning', on);
+  }
 }
-export const NO_REASONS = 'the server gives no SF001 reason (err.constraint): every SF001 is a StaleTokenError there';
 
 /** A timeline of a scenario, printed as the test's diagnostics. */
 export class Timeline {
@@ -134,46 +139,5 @@ export class Timeline {
   }
   print(tc: { diagnostic(s: string): void }): void {
     for (const l of this.lines) tc.diagnostic(l);
-  }
-}
-
-/**
- * The scenario every token source must pass: worker A takes the lock and
- * writes; A is frozen (SIGSTOP) while it holds the lock; B takes the lock
- * (which it can only once A's has run out) and writes; A, thawed, writes
- * with its old token and gets StaleTokenError.  Returns A's and B's tokens.
- */
-export async function frozenHolderScenario(
-  tc: { diagnostic(s: string): void },
-  pool: Pool,
-  table: string,
-  what: string,
-  workerConfig: Record<string, unknown>,
-  takeOver: () => Promise<Token>,
-): Promise<{ a: Token; b: Token; reply: string }> {
-  const tl = new Timeline();
-  const worker = new Worker(workerConfig);
-  try {
-    const got = await worker.call('acquire');
-    tl.event('worker A', `${what} -> ${got}`);
-    if (!got.startsWith('locked ')) throw new Error(`A did not get the lock: ${got}`);
-    const a = Token.parse(got.slice(7));
-    const w1 = await worker.call(`write ${table} r`);
-    tl.event('worker A', `UPDATE ${table}, token ${a} -> ${w1}`);
-    if (w1 !== 'ok') throw new Error(`A's first write: ${w1}`);
-    worker.freeze();
-    tl.event('test', 'kill -STOP worker A: frozen, holding the lock as far as it knows');
-    const b = await takeOver();
-    tl.event('B', `${what} -> locked ${b} (A's lock ran out)`);
-    await runFenced(pool, b, (c) => c.query(`UPDATE ${table} SET n = n + 1 WHERE id = 'r'`));
-    tl.event('B', `UPDATE ${table}, token ${b} -> COMMIT`);
-    worker.thaw();
-    tl.event('test', 'kill -CONT worker A');
-    const reply = await worker.call(`write ${table} r`);
-    tl.event('worker A', `UPDATE ${table}, token ${a} -> ${reply.split(' ').slice(0, 3).join(' ')}`);
-    return { a, b, reply };
-  } finally {
-    tl.print(tc);
-    await worker.stop();
   }
 }

@@ -6,7 +6,7 @@ import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Pool } from 'pg';
 import { classifyError, runFenced, StaleTokenError, TokenRequiredError } from '@fencing/client';
-import { env, newPool, protectedTable } from './helpers';
+import { collectWarnings, env, newPool, protectedTable } from './helpers';
 
 const direct = newPool();
 // several client connections, one server connection behind them
@@ -37,17 +37,21 @@ test('pgbouncer: runFenced commits through transaction pooling; the next transac
   assert.equal(rows[0].n, 7);
 });
 
-test('pgbouncer: the test can see a leak: a session SET does reach the next client', async () => {
+test('pgbouncer: the pool check: a session-level token left on the server connection reaches the next client, and the next fenced transaction resets it (a warning names the backend)', async () => {
+  const t = await protectedTable(direct, 'ts_bouncer_leak');
   const a = await bounced.connect();
   try {
     await a.query("SET fencing.token = '0:999'");
   } finally {
     a.release();
   }
-  try {
-    assert.equal(await tokenSeen(), '0:999');
-  } finally {
-    await bounced.query('RESET fencing.token');
-  }
-  assert.ok(!(await tokenSeen()));
+  // the test can see a leak: another client, the same server connection
+  assert.equal(await tokenSeen(), '0:999');
+  const { warnings } = await collectWarnings(() =>
+    runFenced(bounced, '0:5', (c) => c.query(`UPDATE ${t} SET n = n + 1 WHERE id = 'r'`)));
+  const w = warnings.filter((x) => (x as { code?: string }).code === 'FENCING_LEFTOVER_TOKEN');
+  assert.equal(w.length, 1, warnings.map(String).join(' | '));
+  assert.match(w[0].message, /backend \d+ .*0:999/);
+  assert.ok(!(await tokenSeen()), 'the RESET inside the transaction was kept at COMMIT');
+  assert.equal((await direct.query(`SELECT fence::text AS f FROM ${t} WHERE id = 'r'`)).rows[0].f, '0:5');
 });

@@ -1,0 +1,4 @@
+// The etcd source against its real service, the pauses: test/source-suite.ts.
+import { sourceSuite } from './source-suite';
+
+sourceSuite('etcd', 'pauses');
