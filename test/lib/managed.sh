@@ -61,7 +61,8 @@ fencing_managed_cluster() {
         fencing_cluster_start "$1"
         return
     fi
-    t=$(fencing_pgtle_tarball) && [ -n "$t" ] || fencing_die "no pg_tle source: set FENCING_PGTLE_SRC (pg_tle-*.tar.gz)"
+    t=$(fencing_pgtle_tarball)
+    [ -n "$t" ] || fencing_die "no pg_tle source: set FENCING_PGTLE_SRC (pg_tle-*.tar.gz)"
     if [ "$FENCING_PGVER" = 15 ]; then root=${FENCING_BINDIR%/usr/lib/postgresql/*}; else root=${FENCING_BINDIR%/bin}; fi
     # both managed suites share the installation: one copies, under a lock
     fencing_with_lock "$FENCING_WORK/pgtle-install.lock" fencing_managed_pgtle_once "$t" "$root" \
