@@ -2702,9 +2702,10 @@ CREATE FUNCTION fencing.ddl_guard_present() RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*) = 2 FROM pg_event_trigger t
+    SELECT count(*) = 3 FROM pg_event_trigger t
       JOIN pg_proc f ON f.oid = t.evtfoid AND f.pronamespace = 'fencing'::regnamespace
-     WHERE (t.evtname, t.evtevent, f.proname) IN (('fencing_ddl_guard_end', 'ddl_command_end', 'ddl_guard_end'),
+     WHERE (t.evtname, t.evtevent, f.proname) IN (('fencing_ddl_guard_start', 'ddl_command_start', 'ddl_guard_start'),
+                                                  ('fencing_ddl_guard_end', 'ddl_command_end', 'ddl_guard_end'),
                                                   ('fencing_ddl_guard_drop', 'sql_drop', 'ddl_guard_drop'))
        AND t.evtenabled = 'A'
 $$;
@@ -4099,12 +4100,50 @@ $$;
 COMMENT ON FUNCTION fencing.guard_new_members(regclass) IS
     'internal: guard the partitions and inheritance children a protected table gained, and seed its scope from their rows';
 
+-- What a guard problem is about: the trigger or the fence or key column it
+-- names, else the whole problem.  A command that changes what was broken
+-- about one thing (creates a missing trigger, which pg_restore then
+-- enables ALWAYS) leaves it no worse.
+CREATE FUNCTION fencing.ddl_problem_subject(root regclass, member regclass, problem text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT format('%s|%s|%s', root::oid, member::oid,
+                  coalesce(substring(problem FROM '^trigger (\S+)'),
+                           substring(problem FROM '^((?:fence|key) column \S+)'), problem))
+$$;
+COMMENT ON FUNCTION fencing.ddl_problem_subject(regclass, regclass, text) IS
+    'internal: what a problem of fencing.guard_problems() is about (table, member, and the trigger or column it names)';
+
+-- What was broken before a command: the DDL guard refuses only what the
+-- command itself breaks, as the C edition refuses only changes that lower
+-- protection.  pg_restore recreates a protected table one command at a
+-- time (its fencing.protected row, restored with the edition, comes first;
+-- the table's constraints, then its triggers, later): each of those
+-- commands finds the table's guard incomplete and leaves it no worse.
+CREATE FUNCTION fencing.ddl_guard_start() RETURNS event_trigger
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM set_config('fencing_sql.ddl_broken_before',
+                       coalesce((SELECT string_agg(fencing.ddl_problem_subject(p.relid, x.member, x.problem), E'\n')
+                                   FROM fencing.protected p, fencing.guard_problems(p.relid) x
+                                  WHERE x.kind <> 'ddl_guard'), ''),
+                       true);
+END
+$$;
+COMMENT ON FUNCTION fencing.ddl_guard_start() IS
+    'event trigger: notes what was broken in protected tables before a command, so that the DDL guard refuses only what the command breaks';
+
 CREATE FUNCTION fencing.ddl_guard_end() RETURNS event_trigger
     LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     paused text := coalesce(current_setting('fencing_sql.ddl_guard_pause', true), '');
+    -- (read before the commands this function runs note theirs)
+    before text := E'\n' || coalesce(current_setting('fencing_sql.ddl_broken_before', true), '') || E'\n';
     root regclass;
     pr record;
 BEGIN
@@ -4121,7 +4160,9 @@ BEGIN
         PERFORM set_config('fencing_sql.ddl_guard_pause', root::oid::text, true);
         PERFORM fencing.guard_new_members(root);
         PERFORM set_config('fencing_sql.ddl_guard_pause', paused, true);
-        FOR pr IN SELECT * FROM fencing.guard_problems(root) x WHERE x.kind <> 'ddl_guard' LOOP
+        FOR pr IN SELECT * FROM fencing.guard_problems(root) x
+                   WHERE x.kind <> 'ddl_guard'
+                     AND strpos(before, E'\n' || fencing.ddl_problem_subject(root, x.member, x.problem) || E'\n') = 0 LOOP
             PERFORM fencing.refuse_ddl(root, pr.kind, pr.member, pr.problem,
                                        coalesce(substring(pr.problem FROM '^trigger (\S+)'),
                                                 substring(pr.problem FROM '^(?:fence|key) column (\S+)'), ''));
@@ -4171,13 +4212,19 @@ COMMENT ON FUNCTION fencing.ddl_guard_drop() IS
 DO $ddl$
 BEGIN
     BEGIN
+        CREATE EVENT TRIGGER fencing_ddl_guard_start ON ddl_command_start
+            WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'CREATE TRIGGER', 'ALTER TRIGGER', 'CREATE TABLE AS')
+            EXECUTE FUNCTION fencing.ddl_guard_start();
         CREATE EVENT TRIGGER fencing_ddl_guard_end ON ddl_command_end
             WHEN TAG IN ('ALTER TABLE', 'CREATE TABLE', 'CREATE TRIGGER', 'ALTER TRIGGER', 'CREATE TABLE AS')
             EXECUTE FUNCTION fencing.ddl_guard_end();
         CREATE EVENT TRIGGER fencing_ddl_guard_drop ON sql_drop
             EXECUTE FUNCTION fencing.ddl_guard_drop();
+        ALTER EVENT TRIGGER fencing_ddl_guard_start ENABLE ALWAYS;
         ALTER EVENT TRIGGER fencing_ddl_guard_end ENABLE ALWAYS;
         ALTER EVENT TRIGGER fencing_ddl_guard_drop ENABLE ALWAYS;
+        COMMENT ON EVENT TRIGGER fencing_ddl_guard_start IS
+            'the DDL guard: notes what was broken before a command (the guard refuses only what a command breaks)';
         COMMENT ON EVENT TRIGGER fencing_ddl_guard_end IS
             'the DDL guard: guards new partitions and children of protected tables, and refuses DDL that would break a guard';
         COMMENT ON EVENT TRIGGER fencing_ddl_guard_drop IS
@@ -4203,7 +4250,9 @@ $ddl$;
 -- and the counters are created by protect(), not by this script: they are
 -- no members, and pg_dump dumps them, rows and all, as any table.  The
 -- plain script's objects are no members of anything: pg_dump dumps them
--- all.)
+-- all.)  fencing.edition_state is not marked: CREATE EXTENSION fills it
+-- when a restore installs the edition again, with what that install could
+-- do (the DDL guard or not).
 DO $dump$
 BEGIN
     IF EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'fencing_sql') THEN
@@ -4213,7 +4262,6 @@ BEGIN
         PERFORM pg_catalog.pg_extension_config_dump('fencing.epoch_state', '');
         PERFORM pg_catalog.pg_extension_config_dump('fencing.idempotency_keys', '');
         PERFORM pg_catalog.pg_extension_config_dump('fencing.idempotency_claim_seq', '');
-        PERFORM pg_catalog.pg_extension_config_dump('fencing.edition_state', '');
     END IF;
 END
 $dump$;

@@ -9,7 +9,9 @@
 -- and the counters are created by protect(), not by this script: they are
 -- no members, and pg_dump dumps them, rows and all, as any table.  The
 -- plain script's objects are no members of anything: pg_dump dumps them
--- all.)
+-- all.)  fencing.edition_state is not marked: CREATE EXTENSION fills it
+-- when a restore installs the edition again, with what that install could
+-- do (the DDL guard or not).
 DO $dump$
 BEGIN
     IF EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'fencing_sql') THEN
@@ -19,7 +21,6 @@ BEGIN
         PERFORM pg_catalog.pg_extension_config_dump('fencing.epoch_state', '');
         PERFORM pg_catalog.pg_extension_config_dump('fencing.idempotency_keys', '');
         PERFORM pg_catalog.pg_extension_config_dump('fencing.idempotency_claim_seq', '');
-        PERFORM pg_catalog.pg_extension_config_dump('fencing.edition_state', '');
     END IF;
 END
 $dump$;

@@ -178,9 +178,10 @@ CREATE FUNCTION fencing.ddl_guard_present() RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT count(*) = 2 FROM pg_event_trigger t
+    SELECT count(*) = 3 FROM pg_event_trigger t
       JOIN pg_proc f ON f.oid = t.evtfoid AND f.pronamespace = 'fencing'::regnamespace
-     WHERE (t.evtname, t.evtevent, f.proname) IN (('fencing_ddl_guard_end', 'ddl_command_end', 'ddl_guard_end'),
+     WHERE (t.evtname, t.evtevent, f.proname) IN (('fencing_ddl_guard_start', 'ddl_command_start', 'ddl_guard_start'),
+                                                  ('fencing_ddl_guard_end', 'ddl_command_end', 'ddl_guard_end'),
                                                   ('fencing_ddl_guard_drop', 'sql_drop', 'ddl_guard_drop'))
        AND t.evtenabled = 'A'
 $$;
