@@ -168,7 +168,7 @@ fencing_managed_run() {
 # isolation specs of managed/isolation.list against it; installed by a
 # superuser, the DDL guard.  One cluster of its own.  Prints TAP.
 fencing_managed_suite() {
-    local route=$1 list out=$FENCING_WORK/managed-$1
+    local route=$1 list st out=$FENCING_WORK/managed-$1
     if [ "$route" = pgtle ] && [ -z "$(fencing_pgtle_tarball)" ]; then
         echo "1..0 # SKIP no pg_tle source (FENCING_PGTLE_SRC, or pg_tle-*.tar.gz in ../shared/vendor)"
         return 0
@@ -191,6 +191,28 @@ fencing_managed_suite() {
     cat "$out/regress.tap"
     tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/regress.tap")))
     tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/regress.tap")))
+
+    # pg_dump keeps protections, fences, keys and leases: a database of its
+    # own filled (dump_fill), dumped with pg_dump, restored with pg_restore
+    # into a new database by the superuser, and checked there (dump_check)
+    fencing_managed_db dumpsrc "$route" regress_rds_admin >"$out/install_dump.log" 2>&1 \
+        || { sed 's/^/# /' "$out/install_dump.log"; fencing_die "cannot install the edition for the dump"; }
+    fencing_managed_regress "$out/dump_fill" dumpsrc dump_fill | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out/dump_fill.tap"
+    cat "$out/dump_fill.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/dump_fill.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/dump_fill.tap")))
+    {
+        fencing_as_postgres "$FENCING_BINDIR/pg_dump" -Fc -f "$out/dumpsrc.pgdump" dumpsrc &&
+            fencing_managed_psql -d postgres -c "CREATE DATABASE dumpdst" &&
+            fencing_as_postgres "$FENCING_BINDIR/pg_restore" --exit-on-error -d dumpdst "$out/dumpsrc.pgdump"
+    } >"$out/dump.log" 2>&1
+    st=$?
+    tap_ok $st "managed ($route): pg_dump of a database with the edition, restored by pg_restore into another"
+    [ "$st" = 0 ] || sed 's/^/# /' "$out/dump.log"
+    fencing_managed_regress "$out/dump_check" dumpdst dump_check | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out/dump_check.tap"
+    cat "$out/dump_check.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/dump_check.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/dump_check.tap")))
 
     # the isolation specs once (the two routes install the same code): in
     # the pgtle suite, in a database of its own, as make installcheck
