@@ -135,7 +135,7 @@ cd "$FENCING_WORK" || fencing_die "cannot enter $FENCING_WORK"
 FENCING_SRC=$FENCING_WORK/src
 mkdir -p "$FENCING_SRC"
 cp -a "$FENCING_ROOT/Makefile" "$FENCING_ROOT/fencing.control" "$FENCING_ROOT/META.json" \
-    "$FENCING_ROOT/sql" "$FENCING_ROOT/expected" "$FENCING_ROOT/test" "$FENCING_SRC/"
+    "$FENCING_ROOT/sql" "$FENCING_ROOT/expected" "$FENCING_ROOT/test" "$FENCING_ROOT/managed" "$FENCING_SRC/"
 chown -R postgres: "$FENCING_SRC"
 export FENCING_ROOT FENCING_SRC
 fencing_cluster_start main "shared_preload_libraries = 'fencing'"

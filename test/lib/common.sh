@@ -257,7 +257,7 @@ fencing_prove() {
     local dir=$1 tests=$2 st skip
     shift 2
     mkdir -p "$dir/src" && chmod 755 "$dir"
-    cp -a "$FENCING_SRC"/{Makefile,fencing.control,sql,expected,test} "$dir/src/"
+    cp -a "$FENCING_SRC"/{Makefile,fencing.control,sql,expected,test,managed} "$dir/src/"
     chown -R postgres: "$dir"
     fencing_as_postgres env -u PGHOST -u PGPORT -u PGDATA -u PGDATABASE "$@" \
         make -C "$dir/src" --no-print-directory prove_installcheck \

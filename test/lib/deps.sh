@@ -79,6 +79,11 @@ fencing_suite_packages() {
     client_go) printf '%s\n' "${services[@]}" python3-kazoo python3-psycopg ;;
     client_typescript) printf '%s\n' "${services[@]}" nodejs npm ;;
     client_java) printf '%s\n' "${services[@]}" openjdk-17-jdk-headless maven python3-kazoo python3-psycopg ;;
+    managed)
+        # pg_tle's build (test/lib/pgtle.sh): its client authentication hook
+        # includes libpq-be.h, which includes gssapi.h on servers built
+        # with GSSAPI (Debian's 15)
+        printf '%s\n' libkrb5-dev libssl-dev make gcc ;;
     examples)
         printf '%s\n' "${services[@]}" python3-psycopg python3-redis python3-etcd3 python3-kazoo golang-go \
             golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java default-jdk-headless nodejs npm ;;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # test/release/check_links.py [ROOT]: every relative link of the Markdown files
-# a user reads (README.md, CHANGELOG.md, docs/**/*.md, monitoring/README.md)
+# a user reads (README.md, CHANGELOG.md, docs/**/*.md, monitoring/README.md, managed/README.md)
 # names a file of the tree and, with #anchor, a heading of that file
 # (GitHub's anchors: lower case, punctuation dropped, spaces to hyphens).
 # ROOT defaults to the tree this file is in.  Prints each broken link and a
@@ -8,7 +8,7 @@
 import glob, os, re, sys
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
-files = [f for f in ['README.md', 'CHANGELOG.md', 'monitoring/README.md']
+files = [f for f in ['README.md', 'CHANGELOG.md', 'monitoring/README.md', 'managed/README.md']
          + sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, 'docs', '**', '*.md'), recursive=True))
          if os.path.exists(os.path.join(root, f))]
 

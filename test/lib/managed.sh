@@ -1,0 +1,239 @@
+# shellcheck shell=bash
+# test/lib/managed.sh: the managed edition (managed/, fencing_sql) for its
+# suites: a server with pg_tle, databases where a role that is not a
+# superuser installs the edition, and the behaviour tests run against it.
+# Source after common.sh (and pgtle.sh).
+#
+#   fencing_managed_cluster NAME [ROUTE]  a cluster of its own (for the pgtle
+#                                       route: pg_tle preloaded, installed into
+#                                       FENCING_BINDIR's installation first);
+#                                       sets PGHOST PGPORT PGDATA
+#   fencing_managed_db DB ROUTE ROLE    database DB with the edition installed
+#                                       by ROLE: ROUTE pgtle (pgtle.install_extension,
+#                                       CREATE EXTENSION fencing_sql) or script
+#                                       (psql -f managed/fencing_sql.sql).  ROLE is
+#                                       made as RDS makes its admin role: not a
+#                                       superuser, CREATE on the database, and
+#                                       (pgtle) a member of pgtle_admin; or ROLE
+#                                       postgres: the superuser installs it (and
+#                                       the DDL guard with it)
+#   fencing_managed_regress OUT DB TEST...  the regression files TEST against DB:
+#                                       managed/sql/TEST.sql when there is one,
+#                                       else the shared sql/TEST.sql transcribed
+#                                       (below); expected output
+#                                       managed/expected/TEST.out (and _1.out)
+#                                       when there is one, else expected/TEST.out;
+#                                       prints TAP, one line per file
+#
+# The transcription.  The shared files spell fence literals E:C, the C
+# type's text form.  The edition's fence is a composite, whose literal is
+# (E,C) (PostgreSQL reads a quoted literal for a fence column with the
+# composite's own input, which no SQL can replace); every quoted 'E:C' is
+# spelled '(E,C)' for the edition, except the tokens of SET fencing.token,
+# set_config('fencing.token', ...) and set_token(), which the edition reads
+# in the C edition's form; a bare counter 'C' (epoch 0) written into a fence
+# column is spelled '(0,C)' where the statement shows it is one (after
+# "fence =" or "f =", and as the last value of a VALUES row); and E:C in
+# COPY data written inline (FROM stdin) is (E,C), quoted in CSV, and a
+# bare counter in its last column when the column list ends with fence.  Nothing
+# else changes: the same statements, the same contract.  And psql shows no CONTEXT lines (\set SHOW_CONTEXT
+# never): the edition raises its errors from PL/pgSQL, whose call stack is
+# no part of the contract (the C edition's errors carry none).
+fencing_managed_transcribe() {
+    echo '\set SHOW_CONTEXT never'
+    perl -ne '
+        if ($copy) {
+            $copy = 0 if /^\\\.$/;
+            s/\b(\d+):(\d+)\b/$csv ? "\"($1,$2)\"" : "($1,$2)"/ge if $copy;
+            s/(^|\t)(\d+)$/$1(0,$2)/ if $copy && $lastfence && !$csv;
+            print; next;
+        }
+        if (/^COPY .* FROM stdin/i) { $copy = 1; $csv = /csv/i; $lastfence = /, fence\) FROM/; }
+        s/(?<!fencing\.token = )(?<!fencing\.token TO )(?<!set_token\()(?<!\x27fencing\.token\x27, )\x27(\d+):(\d+)\x27/\x27($1,$2)\x27/g;
+        s/\b(fence|f) = \x27(\d+)\x27/$1 = \x27(0,$2)\x27/g;
+        s/(\((?:[^()\x27]|\x27[^\x27]*\x27)*, )\x27(\d+)\x27(?=\))/$1\x27(0,$2)\x27/g if /VALUES/;
+        print;' "$1"
+}
+
+fencing_managed_cluster() {
+    local t root
+    if [ "${2:-}" = script ]; then
+        fencing_cluster_start "$1"
+        return
+    fi
+    t=$(fencing_pgtle_tarball)
+    [ -n "$t" ] || fencing_die "no pg_tle source: set FENCING_PGTLE_SRC (pg_tle-*.tar.gz)"
+    if [ "$FENCING_PGVER" = 15 ]; then root=${FENCING_BINDIR%/usr/lib/postgresql/*}; else root=${FENCING_BINDIR%/bin}; fi
+    # both managed suites share the installation: one copies, under a lock
+    fencing_with_lock "$FENCING_WORK/pgtle-install.lock" fencing_managed_pgtle_once "$t" "$root" \
+        || fencing_die "cannot install pg_tle from $t"
+    fencing_cluster_start "$1" "shared_preload_libraries = 'pg_tle'"
+}
+fencing_managed_pgtle_once() {
+    [ -f "$2/.pg_tle-installed" ] && return 0
+    fencing_pgtle_install "$1" "$2" && touch "$2/.pg_tle-installed"
+}
+
+fencing_managed_psql() {
+    fencing_as_postgres "$FENCING_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 "$@"
+}
+
+fencing_managed_db() {
+    local db=$1 route=$2 role=$3 m=$FENCING_SRC/managed
+    fencing_managed_psql -d postgres -c "CREATE DATABASE $db" || return 1
+    if [ "$role" != postgres ]; then
+        fencing_managed_psql -d postgres \
+            -c "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$role') THEN CREATE ROLE $role LOGIN NOSUPERUSER; END IF; END \$\$" \
+            -c "GRANT CREATE ON DATABASE $db TO $role" || return 1
+    fi
+    case $route in
+    pgtle)
+        fencing_managed_psql -d "$db" -c 'CREATE EXTENSION pg_tle' || return 1
+        [ "$role" != postgres ] && { fencing_managed_psql -d "$db" -c "GRANT pgtle_admin TO $role" || return 1; }
+        fencing_managed_psql -U "$role" -d "$db" -f "$m/fencing_sql_pgtle.sql" >/dev/null &&
+            fencing_managed_psql -U "$role" -d "$db" -c 'CREATE EXTENSION fencing_sql' ;;
+    script)
+        fencing_managed_psql -U "$role" -d "$db" -f "$m/fencing_sql.sql" ;;
+    *) fencing_die "fencing_managed_db: unknown route $route (pgtle or script)" ;;
+    esac
+}
+
+fencing_managed_regress() {
+    fencing_managed_run regress "$@"
+}
+
+#   fencing_managed_isolation OUT DB SPEC...  the isolation specs SPEC against
+#                                       DB: test/isolation/specs/SPEC.spec
+#                                       transcribed; expected output
+#                                       managed/isolation/expected/SPEC*.out when
+#                                       there is one, else test/isolation/expected/
+fencing_managed_isolation() {
+    fencing_managed_run isolation "$@"
+}
+
+fencing_managed_run() {
+    local kind=$1 out=$2 db=$3 t stage st n bad runner src exp mexp ext
+    shift 3
+    stage=$out/stage
+    case $kind in
+    regress) src=$FENCING_SRC/sql ext=sql exp=$FENCING_SRC/expected mexp=$FENCING_SRC/managed/expected
+             runner=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress ;;
+    isolation) src=$FENCING_SRC/test/isolation/specs ext=spec exp=$FENCING_SRC/test/isolation/expected
+               mexp=$FENCING_SRC/managed/isolation/expected
+               runner=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress ;;
+    esac
+    rm -rf "$out" && mkdir -p "$stage/$ext" "$stage/expected" "$out/results"
+    [ "$kind" = isolation ] && mv "$stage/$ext" "$stage/specs"
+    for t in "$@"; do
+        if [ "$kind" = regress ] && [ -f "$FENCING_SRC/managed/sql/$t.sql" ]; then
+            cp "$FENCING_SRC/managed/sql/$t.sql" "$stage/sql/"
+        elif [ "$kind" = regress ]; then
+            fencing_managed_transcribe "$src/$t.sql" >"$stage/sql/$t.sql"
+        else
+            # (psql's \set means nothing to isolationtester)
+            fencing_managed_transcribe "$src/$t.spec" | sed 1d >"$stage/specs/$t.spec"
+        fi
+        if compgen -G "$mexp/$t.out" >/dev/null; then
+            cp "$mexp/$t.out" "$stage/expected/"
+            cp "$mexp/$t"_[0-9].out "$stage/expected/" 2>/dev/null
+        else
+            cp "$exp/$t.out" "$stage/expected/"
+            cp "$exp/$t"_[0-9].out "$stage/expected/" 2>/dev/null
+        fi
+    done
+    chown -R postgres: "$out"
+    (cd "$out" && fencing_as_postgres "$runner" --inputdir="$stage" --outputdir="$out" \
+        --use-existing --dbname="$db" --bindir="$FENCING_BINDIR" "$@") >"$out.log" 2>&1
+    st=$?
+    sed -nE -e 's/^(test)? +([^ ]+) +\.\.\. +ok( .*)?$/ok - \2/p' \
+        -e 's/^(test)? +([^ ]+) +\.\.\. +(FAILED|failed|ignored).*$/not ok - \2/p' \
+        -e 's/^ok [0-9]+ +- +([^ ]+).*$/ok - \1/p' \
+        -e 's/^not ok [0-9]+ +- +([^ ]+).*$/not ok - \1/p' "$out.log" \
+        | awk '{ sub(/ - /, " " NR " - managed '"$kind"'/"); print }' >"$out/tests.tap"
+    n=$(wc -l <"$out/tests.tap")
+    bad=$(grep -c '^not ok' "$out/tests.tap")
+    cat "$out/tests.tap"
+    if [ "$st" -ne 0 ] && [ "$bad" -eq 0 ]; then
+        echo "not ok $((n + 1)) - managed $kind: exited $st without a failing test (see $out.log)"
+        tail -20 "$out.log" | sed 's/^/# /'
+    fi
+    [ -f "$out/regression.diffs" ] && head -300 "$out/regression.diffs" | sed 's/^/# /'
+    [ "$st" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$n" -gt 0 ]
+}
+
+# The body of the managed suites (test/suites/managed.sh, pgtle;
+# managed_script.sh, script): the install files up to date; the edition
+# installed by a role that is not a superuser and holds only what RDS's
+# admin role holds; the regression files of managed/regress.list and the
+# isolation specs of managed/isolation.list against it; installed by a
+# superuser, the DDL guard.  One cluster of its own.  Prints TAP.
+fencing_managed_suite() {
+    local route=$1 list st out=$FENCING_WORK/managed-$1
+    if [ "$route" = pgtle ] && [ -z "$(fencing_pgtle_tarball)" ]; then
+        echo "1..0 # SKIP no pg_tle source (FENCING_PGTLE_SRC, or pg_tle-*.tar.gz in ../shared/vendor)"
+        return 0
+    fi
+    mkdir -p "$out" && chown postgres: "$out"
+    bash "$FENCING_SRC/managed/build.sh" --check >"$out/build.log" 2>&1
+    tap_ok $? "managed: the install files are built from managed/src (bash managed/build.sh)"
+    [ "$tap_failed" -eq 0 ] || sed 's/^/# /' "$out/build.log"
+    fencing_managed_cluster "managed-$route" "$route" >"$out/cluster.log" 2>&1 || { cat "$out/cluster.log"; fencing_die "cluster"; }
+
+    fencing_managed_db regression "$route" regress_rds_admin >"$out/install.log" 2>&1
+    tap_ok $? "managed ($route): installed by regress_rds_admin, not a superuser (CREATE on the database${route/script/}${route/pgtle/ and pgtle_admin})"
+    [ "${PIPESTATUS[0]}" = 0 ] || sed 's/^/# /' "$out/install.log"
+    grep -q 'the DDL guard is not installed' "$out/install.log"
+    tap_ok $? "managed ($route): the install says that the DDL guard is not installed (no event triggers for that role)"
+
+    list=$(sed 's/#.*//' "$FENCING_SRC/managed/regress.list" | xargs)
+    # shellcheck disable=SC2086
+    fencing_managed_regress "$out/regress" regression $list | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out/regress.tap"
+    cat "$out/regress.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/regress.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/regress.tap")))
+
+    # pg_dump keeps protections, fences, keys and leases: a database of its
+    # own filled (dump_fill), dumped with pg_dump, restored with pg_restore
+    # into a new database by the superuser, and checked there (dump_check)
+    fencing_managed_db dumpsrc "$route" regress_rds_admin >"$out/install_dump.log" 2>&1 \
+        || { sed 's/^/# /' "$out/install_dump.log"; fencing_die "cannot install the edition for the dump"; }
+    fencing_managed_regress "$out/dump_fill" dumpsrc dump_fill | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out/dump_fill.tap"
+    cat "$out/dump_fill.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/dump_fill.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/dump_fill.tap")))
+    {
+        fencing_as_postgres "$FENCING_BINDIR/pg_dump" -Fc -f "$out/dumpsrc.pgdump" dumpsrc &&
+            fencing_managed_psql -d postgres -c "CREATE DATABASE dumpdst" &&
+            fencing_as_postgres "$FENCING_BINDIR/pg_restore" --exit-on-error -d dumpdst "$out/dumpsrc.pgdump"
+    } >"$out/dump.log" 2>&1
+    st=$?
+    tap_ok $st "managed ($route): pg_dump of a database with the edition, restored by pg_restore into another"
+    [ "$st" = 0 ] || sed 's/^/# /' "$out/dump.log"
+    fencing_managed_regress "$out/dump_check" dumpdst dump_check | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out/dump_check.tap"
+    cat "$out/dump_check.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/dump_check.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/dump_check.tap")))
+
+    # the isolation specs once (the two routes install the same code): in
+    # the pgtle suite, in a database of its own, as make installcheck
+    # gives them
+    if [ "$route" = pgtle ]; then
+    fencing_managed_db isolation "$route" regress_rds_admin >"$out/install_iso.log" 2>&1 \
+        || { sed 's/^/# /' "$out/install_iso.log"; fencing_die "cannot install the edition for the isolation specs"; }
+    list=$(sed 's/#.*//' "$FENCING_SRC/managed/isolation.list" | xargs)
+    # shellcheck disable=SC2086
+    fencing_managed_isolation "$out/isolation" isolation $list | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out/isolation.tap"
+    cat "$out/isolation.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/isolation.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/isolation.tap")))
+    fi
+
+    fencing_managed_db regression_su "$route" postgres >"$out/install_su.log" 2>&1
+    tap_ok $? "managed ($route): installed by a superuser, with the DDL guard"
+    fencing_managed_regress "$out/regress_su" regression_su ddl_guard_managed | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out/regress_su.tap"
+    cat "$out/regress_su.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/regress_su.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/regress_su.tap")))
+    tap_done
+    [ "$tap_failed" -eq 0 ]
+}
