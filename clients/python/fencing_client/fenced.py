@@ -3,23 +3,25 @@ statements; COMMIT``, with a new token from the lock for each transaction.
 
 The token is bound as a parameter (it works behind PgBouncer in transaction
 pooling mode) and is transaction-local: it ends with the COMMIT or the
-ROLLBACK, so no connection goes back to a pool with a token set.  BEGIN,
-the check for a leftover token and ``set_token`` go to the server together
-(psycopg's pipeline mode): no round trip more than the same transaction
-without a token.
+ROLLBACK, so no connection goes back to a pool with a token set.  The
+transaction is the one a careful user writes by hand (psycopg's own BEGIN,
+the token, the statements, COMMIT): no round trip more, and no more time.
 
-A pool never hands out a connection that carries a token: in that same
-pipeline the transaction reads ``current_setting('fencing.token')``; at the
-start of a transaction any value there was left at session level (a
-``SET fencing.token`` of other code on the same connection, or on the same
-PgBouncer server connection).  It is then reset inside the transaction
-(``RESET fencing.token``, kept when it commits), the token set again, and a
-warning logged (logger ``fencing_client``) with the backend's pid.
+A pool never hands out a connection that carries a token: the statement
+that sets the token reads ``current_setting('fencing.token')`` first
+(``SELECT current_setting(...), pg_backend_pid(), fencing.set_token($1)``,
+evaluated left to right); at the start of a transaction any value there was
+left at session level (a ``SET fencing.token`` of other code on the same
+connection, or on the same PgBouncer server connection).  It is then reset
+inside the transaction (``RESET fencing.token``, kept when it commits), the
+token set again, and a warning logged (logger ``fencing_client``) with the
+backend's pid.
 """
 from __future__ import annotations
 
 import random
 import time
+import warnings
 from types import TracebackType
 from typing import Any, Callable, Mapping, Optional, Sequence, TypeVar
 
@@ -34,98 +36,92 @@ from .token import Token, TokenLike
 SET_TOKEN = "SELECT fencing.set_token(%s)"
 LEFTOVER = ("SELECT pg_catalog.current_setting('fencing.token', true), "
             "pg_catalog.pg_backend_pid()")
+# the leftover check and the token in one statement: current_setting is
+# evaluated before set_token (left to right), so it sees what the session
+# carried before this transaction set anything
+CHECK_AND_SET = LEFTOVER + ", fencing.set_token(%s)"
 RESET = "RESET fencing.token"
 
 T = TypeVar("T")
 K = TypeVar("K")
 
-_PIPELINE = psycopg.Pipeline.is_supported()
+_IDLE = TransactionStatus.IDLE
+
+
+def _no_pipeline(pipeline: Optional[bool]) -> None:
+    if pipeline is not None:
+        warnings.warn("pipeline= has no effect: a fenced transaction sends BEGIN, then the "
+                      "token with the leftover check in one statement, as a transaction by "
+                      "hand does; drop the argument", DeprecationWarning, stacklevel=3)
 
 
 class _Transaction:
-    """BEGIN, the leftover check and (with a token) set_token, pipelined;
-    COMMIT or ROLLBACK at the end; errors of the extension typed."""
+    """BEGIN (psycopg's own), the leftover check and (with a token)
+    set_token in one statement; COMMIT or ROLLBACK at the end; errors of
+    the extension typed."""
 
-    def __init__(self, conn: "psycopg.Connection[Any]", token: Optional[Token], pipeline: bool,
+    __slots__ = ("conn", "token", "locks", "_tx", "_cur", "_held")
+
+    def __init__(self, conn: "psycopg.Connection[Any]", token: Optional[Token],
                  locks: Sequence[Any] = ()):
         self.conn = conn
         self.token = token
-        self.pipeline = pipeline and _PIPELINE
         self.locks = locks
         self._tx: Optional[psycopg.Transaction] = None
         self._cur: Optional[psycopg.Cursor[Any]] = None
-        self._autocommit = conn.autocommit
         self._held: list[Any] = []
 
     def enter(self) -> "psycopg.Cursor[Any]":
         conn = self.conn
         status = conn.pgconn.transaction_status
-        if status != TransactionStatus.IDLE:
+        if status != _IDLE:
             raise psycopg.ProgrammingError(
                 "a fenced transaction is a transaction of its own: the connection is already "
                 f"in one ({TransactionStatus(status).name}); commit or roll back first")
         for lock in self.locks:
             lock.acquire()
             self._held.append(lock)
-        # A Transaction object of our own: conn.transaction() inside a
-        # pipeline would keep the whole transaction in pipeline mode.  In
-        # pipeline mode the connection is in autocommit until the
-        # transaction ends: psycopg would otherwise send a BEGIN of its
-        # own, and wait for it, before the first statement.
+        # psycopg's Transaction sends BEGIN whether or not the connection
+        # is in autocommit, and COMMIT or ROLLBACK at its end
         tx = self._tx = psycopg.Transaction(conn)
-        self._autocommit = conn.autocommit
         entered = False
-        tok = None if self.token is None else (str(self.token),)
+        cur = conn.cursor()
         try:
-            with conn.cursor() as check, conn.cursor() as setter:
-                if self.pipeline:
-                    if not self._autocommit:
-                        conn.autocommit = True
-                    with conn.pipeline():
-                        tx.__enter__()
-                        entered = True
-                        check.execute(LEFTOVER)
-                        if tok is not None:
-                            setter.execute(SET_TOKEN, tok)
-                    # leaving the pipeline sent them all and read every answer
-                    row = check.fetchone()
-                else:
-                    tx.__enter__()
-                    entered = True
-                    row = check.execute(LEFTOVER).fetchone()
-                    if tok is not None:
-                        setter.execute(SET_TOKEN, tok)
-                if row is not None and row[0]:
-                    # a session-level token left on this connection: reset
-                    # it (session level, kept at COMMIT) and set ours again
-                    setter.execute(RESET)
-                    if tok is not None:
-                        setter.execute(SET_TOKEN, tok)
-                    log.warning("the connection to backend pid %s carried a session-level "
-                                "fencing.token (left by a SET fencing.token on it); reset it "
-                                "before this fenced transaction", row[1])
+            tx.__enter__()
+            entered = True
+            if self.token is None:
+                row = cur.execute(LEFTOVER).fetchone()
+            else:
+                tok = (str(self.token),)
+                row = cur.execute(CHECK_AND_SET, tok).fetchone()
+            if row is not None and row[0]:
+                # a session-level token left on this connection: reset it
+                # (session level, kept at COMMIT) and set ours again
+                cur.execute(RESET)
+                if self.token is not None:
+                    cur.execute(SET_TOKEN, tok)
+                log.warning("the connection to backend pid %s carried a session-level "
+                            "fencing.token (left by a SET fencing.token on it); reset it "
+                            "before this fenced transaction", row[1])
         except BaseException as e:
             try:
+                cur.close()
                 if entered:
                     tx.__exit__(type(e), e, e.__traceback__)
             finally:
-                self._restore()
+                self._release()
             typed = translate(e)
             if typed is e:
                 raise
             raise typed from e
-        self._cur = conn.cursor()
-        return self._cur
+        cur.close()
+        self._cur = cur = conn.cursor()
+        return cur
 
-    def _restore(self) -> None:
-        try:
-            conn = self.conn
-            if conn.autocommit != self._autocommit and not conn.closed and not conn.broken \
-                    and conn.pgconn.transaction_status != TransactionStatus.UNKNOWN:
-                conn.autocommit = self._autocommit
-        finally:
-            while self._held:
-                self._held.pop().release()
+    def _release(self) -> None:
+        held = self._held
+        while held:
+            held.pop().release()
 
     def exit(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
              tb: Optional[TracebackType]) -> None:
@@ -140,7 +136,7 @@ class _Transaction:
             raise typed from e
         finally:
             self._cur.close()
-            self._restore()
+            self._release()
         if ev is not None:
             typed = translate(ev)
             if typed is not ev:
@@ -187,12 +183,13 @@ class fenced:
     block the transaction commits, or rolls back when the block raised.
     Errors of the extension come out typed (``StaleToken``, ...; also
     ``psycopg.DatabaseError``), the psycopg error as their ``__cause__``.
-    ``pipeline=False`` sends BEGIN, the check and set_token one after the
-    other, for servers or poolers that do not take pipelined queries.
+    ``pipeline`` is accepted and ignored (nothing is pipelined any more;
+    a ``DeprecationWarning`` says so).
     """
 
     def __init__(self, conn: "psycopg.Connection[Any]", source: TokenSource | TokenLike, *,
-                 pipeline: bool = True):
+                 pipeline: Optional[bool] = None):
+        _no_pipeline(pipeline)
         self.conn = conn
         self.source: Optional[TokenSource] = None
         self.token: Optional[Token] = None
@@ -203,21 +200,20 @@ class fenced:
         else:
             raise TypeError(f"expected a TokenSource, a Token or 'epoch:counter' text, not "
                             f"{type(source).__name__}")
-        self.pipeline = pipeline
         self._tx: Optional[_Transaction] = None
 
     def __enter__(self) -> "psycopg.Cursor[Any]":
         src = self.source
         if src is None:
             assert self.token is not None
-            self._tx = _Transaction(self.conn, self.token, self.pipeline)
+            self._tx = _Transaction(self.conn, self.token)
             return self._tx.enter()
         locks = _locks(self.conn, [src])
         for lock in locks:      # the token and the transaction, no renewal between them
             lock.acquire()
         try:
             self.token = src.next_token()
-            self._tx = _Transaction(self.conn, self.token, self.pipeline, locks)
+            self._tx = _Transaction(self.conn, self.token, locks)
             return self._tx.enter()
         finally:
             for lock in locks:
@@ -246,7 +242,7 @@ def _retry(e: BaseException, attempt: int, attempts: int, backoff: float) -> boo
 
 def run_fenced(db: Database, source: TokenSource | TokenLike,
                fn: Callable[["psycopg.Cursor[Any]"], T], *, attempts: int = 1,
-               backoff: float = 0.01, pipeline: bool = True) -> T:
+               backoff: float = 0.01, pipeline: Optional[bool] = None) -> T:
     """Run ``fn(cur)`` in a fenced transaction and return what it returns.
 
     ``db``: a psycopg Connection, or a psycopg_pool ConnectionPool (a
@@ -258,8 +254,9 @@ def run_fenced(db: Database, source: TokenSource | TokenLike,
     every other error are raised at once.  A transaction whose COMMIT was
     cut off (the connection broke) may have committed: it is not tried
     again; make such work safe to repeat with an idempotency key
-    (``run_once``).
+    (``run_once``).  ``pipeline``: ignored, as in ``fenced``.
     """
+    _no_pipeline(pipeline)
     _attempts(attempts)
     src = source if isinstance(source, TokenSource) else Token.parse(source)
     pool = is_pool(db)
@@ -271,7 +268,7 @@ def run_fenced(db: Database, source: TokenSource | TokenLike,
             # held while the lock service answers; a source on the same pool
             # never waits for the connection this transaction holds)
             tx_src = src.next_token() if pool and isinstance(src, TokenSource) else src
-            with connection_of(db) as conn, fenced(conn, tx_src, pipeline=pipeline) as cur:
+            with connection_of(db) as conn, fenced(conn, tx_src) as cur:
                 return fn(cur)
         except Exception as e:
             if _retry(e, attempt, attempts, backoff):
@@ -281,7 +278,7 @@ def run_fenced(db: Database, source: TokenSource | TokenLike,
 
 def run_locked(db: Database, source: TokenSource, fn: Callable[["psycopg.Cursor[Any]"], T], *,
                timeout: Optional[float] = None, fences: Sequence[Scope] = (),
-               attempts: int = 1, backoff: float = 0.01, pipeline: bool = True) -> T:
+               attempts: int = 1, backoff: float = 0.01, pipeline: Optional[bool] = None) -> T:
     """Take the lock (``source.acquire(timeout, fences=fences)``; raises
     ``NotAcquired``), run ``fn(cur)`` in a fenced transaction
     (``run_fenced``), give the lock up; what ``fn`` returned.  The same,
@@ -293,16 +290,18 @@ def run_locked(db: Database, source: TokenSource, fn: Callable[["psycopg.Cursor[
     """
     if not isinstance(source, TokenSource):
         raise TypeError("run_locked takes a token source (a lock): a token has nothing to take")
+    _no_pipeline(pipeline)
     source.acquire(timeout, fences=fences)
     try:
-        return run_fenced(db, source, fn, attempts=attempts, backoff=backoff, pipeline=pipeline)
+        return run_fenced(db, source, fn, attempts=attempts, backoff=backoff)
     finally:
         source.release()
 
 
 def run_fenced_many(db: Database, sources: Mapping[K, TokenSource | TokenLike],
                     fn: Callable[["psycopg.Cursor[Any]", dict[K, Token]], T], *,
-                    attempts: int = 1, backoff: float = 0.01, pipeline: bool = True) -> T:
+                    attempts: int = 1, backoff: float = 0.01,
+                    pipeline: Optional[bool] = None) -> T:
     """Several locks in one transaction: ``fn(cur, tokens)`` gets a new
     token of each source (``{name: Token}``) and writes each into the fence
     column of the rows that lock covers::
@@ -317,8 +316,9 @@ def run_fenced_many(db: Database, sources: Mapping[K, TokenSource | TokenLike],
 
     No session token is set: the guard judges each row by its own token,
     and a stale one on any row aborts the whole transaction.  Retries and
-    the leftover check as ``run_fenced``.
+    the leftover check as ``run_fenced``; ``pipeline`` ignored.
     """
+    _no_pipeline(pipeline)
     _attempts(attempts)
     srcs = {k: as_source(s) for k, s in sources.items()}
     attempt = 0
@@ -333,7 +333,7 @@ def run_fenced_many(db: Database, sources: Mapping[K, TokenSource | TokenLike],
                 try:
                     if tokens is None:
                         tokens = {k: s.next_token() for k, s in srcs.items()}
-                    tx = _Transaction(conn, None, pipeline, locks)
+                    tx = _Transaction(conn, None, locks)
                     cur = tx.enter()
                 finally:
                     for lock in locks:

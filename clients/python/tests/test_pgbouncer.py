@@ -34,17 +34,16 @@ def backend(conn: psycopg.Connection[Any]) -> tuple[int, str]:
     return (row[0], row[1])
 
 
-@pytest.mark.parametrize("pipeline", [True, False])
-def test_set_token_bound_and_nothing_leaks(db: Any, bouncer: str, pipeline: bool) -> None:
+def test_set_token_bound_and_nothing_leaks(db: Any, bouncer: str) -> None:
     t = make_rows(db, ["r1"])
     with client(bouncer) as a:
         tok = fc.Token(1, 10)
         pid_a = fc.run_fenced(a, tok, lambda cur: (
             cur.execute(f"UPDATE {t} SET n = n + 1, by = 'a' WHERE id = 'r1'"),
-            cur.execute("SELECT pg_backend_pid()").fetchone()[0])[1], pipeline=pipeline)
+            cur.execute("SELECT pg_backend_pid()").fetchone()[0])[1])
         with pytest.raises(fc.StaleToken):
             fc.run_fenced(a, fc.Token(1, 5), lambda cur: cur.execute(
-                f"UPDATE {t} SET by = 'late' WHERE id = 'r1'"), pipeline=pipeline)
+                f"UPDATE {t} SET by = 'late' WHERE id = 'r1'"))
     with client(bouncer) as b:
         assert backend(b) == (pid_a, ""), "PgBouncer gave another backend, or a token leaked"
         with pytest.raises(psycopg.Error) as ei:
