@@ -9,8 +9,8 @@ the token, the statements, COMMIT): no round trip more, and no more time.
 
 A pool never hands out a connection that carries a token: the statement
 that sets the token reads ``current_setting('fencing.token')`` first
-(``SELECT current_setting(...), pg_backend_pid(), fencing.set_token($1)``,
-evaluated left to right); at the start of a transaction any value there was
+(``SELECT current_setting(...), fencing.set_token($1)``, evaluated left to
+right); at the start of a transaction any value there was
 left at session level (a ``SET fencing.token`` of other code on the same
 connection, or on the same PgBouncer server connection).  It is then reset
 inside the transaction (``RESET fencing.token``, kept when it commits), the
@@ -36,11 +36,15 @@ from .token import Token, TokenLike
 SET_TOKEN = "SELECT fencing.set_token(%s)"
 LEFTOVER = ("SELECT pg_catalog.current_setting('fencing.token', true), "
             "pg_catalog.pg_backend_pid()")
+CHECK = "SELECT pg_catalog.current_setting('fencing.token', true)"
 # the leftover check and the token in one statement: current_setting is
 # evaluated before set_token (left to right), so it sees what the session
 # carried before this transaction set anything
-CHECK_AND_SET = LEFTOVER + ", fencing.set_token(%s)"
+CHECK_AND_SET = CHECK + ", fencing.set_token(%s)"
+# on the rare leftover: reset it (session level, kept at COMMIT), and the
+# backend's pid for the warning
 RESET = "RESET fencing.token"
+PID = "SELECT pg_catalog.pg_backend_pid()"
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -85,24 +89,26 @@ class _Transaction:
         # is in autocommit, and COMMIT or ROLLBACK at its end
         tx = self._tx = psycopg.Transaction(conn)
         entered = False
-        cur = conn.cursor()
+        # one cursor: the check's, then the caller's
+        cur = self._cur = conn.cursor()
         try:
             tx.__enter__()
             entered = True
-            if self.token is None:
-                row = cur.execute(LEFTOVER).fetchone()
+            tok = None if self.token is None else (str(self.token),)
+            if tok is None:
+                row = cur.execute(CHECK).fetchone()
             else:
-                tok = (str(self.token),)
                 row = cur.execute(CHECK_AND_SET, tok).fetchone()
             if row is not None and row[0]:
                 # a session-level token left on this connection: reset it
-                # (session level, kept at COMMIT) and set ours again
+                # and set ours again
                 cur.execute(RESET)
-                if self.token is not None:
+                if tok is not None:
                     cur.execute(SET_TOKEN, tok)
+                pid = cur.execute(PID).fetchone()
                 log.warning("the connection to backend pid %s carried a session-level "
                             "fencing.token (left by a SET fencing.token on it); reset it "
-                            "before this fenced transaction", row[1])
+                            "before this fenced transaction", None if pid is None else pid[0])
         except BaseException as e:
             try:
                 cur.close()
@@ -114,8 +120,6 @@ class _Transaction:
             if typed is e:
                 raise
             raise typed from e
-        cur.close()
-        self._cur = cur = conn.cursor()
         return cur
 
     def _release(self) -> None:

@@ -76,7 +76,7 @@ class LeaseSource(TokenSource):
                                (self.name, str(cur), self._interval()))
             if row is None or row[0] is None:
                 return None
-            tok = Token.parse(row[0])
+            tok = Token.from_server(row[0])
             self.token = tok
             return tok
 

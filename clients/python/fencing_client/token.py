@@ -36,6 +36,17 @@ class Token(NamedTuple):
         return cls(epoch, counter)
 
     @classmethod
+    def from_server(cls, text: str) -> "Token":
+        """A ``fencing.fence`` as the server prints it: ``"E:C"``, or the
+        composite form ``"(E,C)"`` of the managed edition; few checks, for
+        the hot path."""
+        if text[:1] == "(":
+            e, _, c = text[1:-1].partition(",")
+        else:
+            e, _, c = text.partition(":")
+        return cls(int(e), int(c))
+
+    @classmethod
     def from_zxid(cls, zxid: int, generation: int = 0) -> "Token":
         """A ZooKeeper zxid under a generation, as the server's
         ``fencing.fence_from_zxid(zxid, generation)`` computes it:
