@@ -166,8 +166,10 @@ def _locks(conn: "psycopg.Connection[Any]", sources: Sequence[TokenSource]) -> l
     out: list[Any] = []
     for s in sources:
         db = s._db
-        if db is not None and db.uses(conn) and all(db.lock is not x for x in out):
-            out.append(db.lock)
+        if db is not None and db.uses(conn):
+            lock = db.lock
+            if not any(lock is x for x in out):
+                out.append(lock)
     return out
 
 
@@ -212,16 +214,18 @@ class fenced:
             assert self.token is not None
             self._tx = _Transaction(self.conn, self.token)
             return self._tx.enter()
-        locks = _locks(self.conn, [src])
-        for lock in locks:      # the token and the transaction, no renewal between them
-            lock.acquire()
-        try:
+        db = src._db
+        if db is None or not db.uses(self.conn):
             self.token = src.next_token()
-            self._tx = _Transaction(self.conn, self.token, locks)
+            self._tx = _Transaction(self.conn, self.token)
             return self._tx.enter()
-        finally:
-            for lock in locks:
-                lock.release()
+        # a source on this very connection: its lock held from the token to
+        # the end of the transaction, no renewal between them
+        lock = db.lock
+        with lock:
+            self.token = src.next_token()
+            self._tx = _Transaction(self.conn, self.token, (lock,))
+            return self._tx.enter()
 
     def __exit__(self, et: Optional[type[BaseException]], ev: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
