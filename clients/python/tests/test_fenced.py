@@ -66,6 +66,14 @@ def test_token_required_and_bad_tokens(db: Any) -> None:
                 pass
 
 
+def test_token_from_server(db: Any) -> None:
+    # a fence as the server prints it, in either edition's text form
+    row = db.execute("SELECT '3:42'::fencing.fence::text, '(3,42)', "
+                     "'9223372036854775807:0'::fencing.fence::text").fetchone()
+    assert [fc.Token.from_server(x) for x in row] == [
+        fc.Token(3, 42), fc.Token(3, 42), fc.Token(9223372036854775807, 0)]
+
+
 def test_lease_expired(db: Any) -> None:
     name = unique("lease")
     t = make_rows(db, ["r1"], protect=f", lease => '{name}'")
