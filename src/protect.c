@@ -254,12 +254,12 @@ ActionWrites(char action)
 static void
 WarnForeignActions(List *tree, Oid owner, const char *protected_name)
 {
+	Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
 	ListCell   *lc;
 
 	foreach(lc, tree)
 	{
 		Oid			relid = lfirst_oid(lc);
-		Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
 		ScanKeyData key;
 		SysScanDesc scan;
 		HeapTuple	tup;
@@ -282,7 +282,8 @@ WarnForeignActions(List *tree, Oid owner, const char *protected_name)
 				continue;
 			ref_owner_name = GetUserNameFromId(ref_owner, true);
 			ereport(WARNING,
-					(errmsg("foreign key \"%s\" of protected table \"%s\" follows table \"%s\" of role \"%s\"",
+					(errcode(ERRCODE_WARNING),
+					 errmsg("foreign key \"%s\" of protected table \"%s\" follows table \"%s\" of role \"%s\"",
 							NameStr(con->conname), protected_name,
 							get_rel_name(con->confrelid),
 							ref_owner_name ? ref_owner_name : "?"),
@@ -290,8 +291,8 @@ WarnForeignActions(List *tree, Oid owner, const char *protected_name)
 					 errhint("Declare the foreign key ON UPDATE/ON DELETE RESTRICT or NO ACTION, or reference a table of the protected table's owner.")));
 		}
 		systable_endscan(scan);
-		table_close(conrel, AccessShareLock);
 	}
+	table_close(conrel, AccessShareLock);
 }
 
 /*

@@ -260,16 +260,16 @@ FencingExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	Oid			callees[FENCING_MAX_CALLEES];
 	bool		setter;
+	bool		own = SessionsOwn(queryDesc->plannedstmt);
 	volatile int n = 0;
 	int			depth;
 
-	if (SessionsOwn(queryDesc->plannedstmt))
+	if (own)
 		n = CallsByName(queryDesc->plannedstmt, callees, &setter);
 	if (n > 0)
 		FencingMarkCallees(callees, n);
 	depth = FencingFramePush(FENCING_FRAME_DENY,
-							 n > 0 || SessionsOwn(queryDesc->plannedstmt) ? "starts" :
-							 PhaseOutside("starts"), false);
+							 own ? "starts" : PhaseOutside("starts"), false);
 	PG_TRY();
 	{
 		if (prev_ExecutorStart)
@@ -299,10 +299,11 @@ FencingExecutorRun(FENCING_EXECUTOR_RUN_PARAMS)
 	Oid			callees[FENCING_MAX_CALLEES];
 	bool		setter = false;
 	volatile bool writes = StatementWrites(queryDesc);
+	bool		own = !writes && SessionsOwn(queryDesc->plannedstmt);
 	int			n = 0;
 	int			depth;
 
-	if (!writes && SessionsOwn(queryDesc->plannedstmt))
+	if (own)
 		n = CallsByName(queryDesc->plannedstmt, callees, &setter);
 	if (writes)
 		depth = FencingFramePush(FENCING_FRAME_WRITE, "writes", false);
@@ -312,8 +313,7 @@ FencingExecutorRun(FENCING_EXECUTOR_RUN_PARAMS)
 		depth = FencingFramePushCall("evaluates the arguments of a call", callees, n);
 	else
 		depth = FencingFramePush(FENCING_FRAME_DENY,
-								 SessionsOwn(queryDesc->plannedstmt) ? "reads" :
-								 PhaseOutside("reads"), false);
+								 own ? "reads" : PhaseOutside("reads"), false);
 	PG_TRY();
 	{
 		if (prev_ExecutorRun)
