@@ -141,8 +141,8 @@ COMMENT ON FUNCTION @extschema@.raise_fence(pg_catalog.regclass, @extschema@.fen
 
 -- A foreign key of a protected table (or of one of its partitions and
 -- children) whose ON UPDATE or ON DELETE action writes it (CASCADE, SET
--- NULL, SET DEFAULT), referencing a table of a role that the protected
--- table's owner is not a member of: older versions judged the action's
+-- NULL, SET DEFAULT), referencing a table of a role that is not a member
+-- of the protected table's owner: older versions judged the action's
 -- writes by that role's token, so that role could move the protected
 -- table's fences by changing rows of its own.  The 1.4 guard refuses such a
 -- write (42501) unless the role may write the protected table itself; each
@@ -162,7 +162,7 @@ BEGIN
          WHERE c.contype OPERATOR(pg_catalog.=) 'f'
            AND (c.confupdtype OPERATOR(pg_catalog.=) ANY ('{c,n,d}'::"char"[])
                 OR c.confdeltype OPERATOR(pg_catalog.=) ANY ('{c,n,d}'::"char"[]))
-           AND NOT pg_catalog.pg_has_role(pc.relowner, rc.relowner, 'USAGE')
+           AND NOT pg_catalog.pg_has_role(rc.relowner, pc.relowner, 'USAGE')
          ORDER BY 1, 2
     LOOP
         RAISE WARNING 'foreign key % of protected table % follows table % of role %',

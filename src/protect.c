@@ -247,8 +247,8 @@ ActionWrites(char action)
 /*
  * WARN about each foreign key of the tables of tree whose action writes
  * them (ON UPDATE/ON DELETE CASCADE, SET NULL, SET DEFAULT) and whose
- * referenced table belongs to a role that the protected table's owner is
- * not: that role's changes of its own rows would write the protected
+ * referenced table belongs to a role without the privileges of the
+ * protected table's owner: that role's changes of its own rows would write the protected
  * table, and the guard refuses them (42501) unless the role may write it.
  */
 static void
