@@ -8,6 +8,8 @@
 #                                       route: pg_tle preloaded, installed into
 #                                       FENCING_BINDIR's installation first);
 #                                       sets PGHOST PGPORT PGDATA
+#   fencing_managed_pgtle               pg_tle installed into FENCING_BINDIR's
+#                                       installation (the clients' managed pass)
 #   fencing_managed_db DB ROUTE ROLE    database DB with the edition installed
 #                                       by ROLE: ROUTE pgtle (pgtle.install_extension,
 #                                       CREATE EXTENSION fencing_sql) or script
@@ -56,18 +58,22 @@ fencing_managed_transcribe() {
 }
 
 fencing_managed_cluster() {
-    local t root
     if [ "${2:-}" = script ]; then
         fencing_cluster_start "$1"
         return
     fi
+    fencing_managed_pgtle
+    fencing_cluster_start "$1" "shared_preload_libraries = 'pg_tle'"
+}
+# pg_tle installed into FENCING_BINDIR's installation (once per run: the
+# suites that use it share the installation, one copies, under a lock)
+fencing_managed_pgtle() {
+    local t root
     t=$(fencing_pgtle_tarball)
     [ -n "$t" ] || fencing_die "no pg_tle source: set FENCING_PGTLE_SRC (pg_tle-*.tar.gz)"
     if [ "$FENCING_PGVER" = 15 ]; then root=${FENCING_BINDIR%/usr/lib/postgresql/*}; else root=${FENCING_BINDIR%/bin}; fi
-    # both managed suites share the installation: one copies, under a lock
     fencing_with_lock "$FENCING_WORK/pgtle-install.lock" fencing_managed_pgtle_once "$t" "$root" \
         || fencing_die "cannot install pg_tle from $t"
-    fencing_cluster_start "$1" "shared_preload_libraries = 'pg_tle'"
 }
 fencing_managed_pgtle_once() {
     [ -f "$2/.pg_tle-installed" ] && return 0
@@ -236,4 +242,39 @@ fencing_managed_suite() {
     tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/regress_su.tap")))
     tap_done
     [ "$tap_failed" -eq 0 ]
+}
+
+# The client suites (test/suites/client_*.sh): their TAP test TEST once per
+# edition of FENCING_CLIENT_EDITIONS, each in a directory of its own under
+# DIR (DIR/c, DIR/managed; DIR holds what they share and is the postgres OS
+# user's): c, the C edition preloaded; managed, the edition for managed
+# PostgreSQL, each database installed by a role that is not a superuser
+# through pg_tle (test/perl/FencingClients.pm, FENCING_CLIENT_EDITION), the
+# storms left out unless FENCING_CLIENT_STORM says otherwise.  By default
+# c, and on PostgreSQL 18 managed too (where pg_tle's source is given).
+#   fencing_client_prove DIR TEST [VAR=value...]
+fencing_client_prove() {
+    local dir=$1 t=$2 e st=0 editions=${FENCING_CLIENT_EDITIONS:-}
+    shift 2
+    if [ -z "$editions" ]; then
+        editions=c
+        if [ "$FENCING_PGVER" = 18 ] && [ -n "$(fencing_pgtle_tarball)" ]; then
+            editions="c managed"
+        elif [ "$FENCING_PGVER" = 18 ]; then
+            echo "# the managed edition's pass is left out: no pg_tle source (FENCING_PGTLE_SRC)"
+        fi
+    fi
+    chown -R postgres: "$dir" || return 1
+    for e in $editions; do
+        case $e in
+        c) fencing_prove "$dir/c" "$t" "$@" FENCING_CLIENT_EDITION=c || st=1 ;;
+        managed)
+            fencing_managed_pgtle >"$dir/pgtle.log" 2>&1 ||
+                { echo "not ok 1 - pg_tle installed for the managed edition's pass"; sed 's/^/# /' "$dir/pgtle.log"; st=1; continue; }
+            fencing_prove "$dir/managed" "$t" "$@" FENCING_CLIENT_EDITION=managed \
+                FENCING_CLIENT_STORM="${FENCING_CLIENT_STORM:-0}" || st=1 ;;
+        *) fencing_die "FENCING_CLIENT_EDITIONS: $e is neither c nor managed" ;;
+        esac
+    done
+    return $st
 }

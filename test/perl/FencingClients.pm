@@ -1,14 +1,32 @@
 # test/perl/FencingClients.pm: what the client TAP tests share
 # (test/t/120_client_python.pl, 121_client_go.pl, 122_client_typescript.pl,
-# 123_examples.pl): a server to test against, programs run in process
+# 123_examples.pl, 124_client_java.pl): a server to test against, programs run in process
 # groups of their own (stopped when the test ends, however it ends), and
 # the TAP or test output of those programs turned into checks of this test.
+#
+# The edition: FENCING_CLIENT_EDITION=managed (test/lib/managed.sh's
+# fencing_client_prove sets it) runs the clients against the edition for
+# managed PostgreSQL (managed/, fencing_sql) instead of the C edition: the
+# server preloads pg_tle, not fencing, and each database has the edition
+# installed through pg_tle by a role that is not a superuser, member of
+# pgtle_admin, with CREATE on the database (test/lib/managed.sh's
+# fencing_managed_db, as the managed suite installs it); that role owns
+# the database, as RDS's master user owns the databases it creates, and
+# the clients connect as it.
 #
 #   FencingClients::need_env($suite, VAR => what, ...)
 #                                           the directories the suite gives;
 #                                           plan skip_all without them
-#   FencingClients::server($name)          a cluster with fencing preloaded,
+#   FencingClients::server($name)          a cluster with fencing preloaded
+#                                           (the managed edition: pg_tle),
 #                                           listening on 127.0.0.1 too
+#   FencingClients::database($node, $db, $ext)
+#                                           database $db; $ext: with the C
+#                                           edition (CREATE EXTENSION fencing);
+#                                           the managed edition: always with
+#                                           it, installed as RDS installs it
+#   FencingClients::managed()              true in the managed edition's pass
+#   FencingClients::user()                 the role the clients connect as
 #   FencingClients::run(%o)                run a command (cmd, env, dir,
 #                                           timeout, log): its status and
 #                                           output; a group of its own
@@ -29,7 +47,9 @@ package FencingClients;
 use strict;
 use warnings;
 
+use Cwd ();
 use Exporter 'import';
+use File::Basename ();
 use FencingLockSvc;
 use IPC::Run;
 use POSIX ();
@@ -61,6 +81,9 @@ sub need_env
 # A cluster with fencing preloaded, on 127.0.0.1 (the clients connect by
 # TCP, as the URLs of the examples do); its superuser is postgres, whoever
 # runs the test (the clients' tests and the examples connect as postgres).
+sub managed { return ($ENV{FENCING_CLIENT_EDITION} // '') eq 'managed'; }
+sub user { return managed() ? 'client_admin' : 'postgres'; }
+
 sub server
 {
 	my ($name, @conf) = @_;
@@ -68,7 +91,7 @@ sub server
 	$ENV{PGUSER} = 'postgres';
 	$node->init(extra => [ '-U', 'postgres' ]);
 	$node->append_conf('postgresql.conf', join("\n",
-		"shared_preload_libraries = 'fencing'",
+		"shared_preload_libraries = '" . (managed() ? 'pg_tle' : 'fencing') . "'",
 		"listen_addresses = '127.0.0.1'",
 		'max_connections = 100',
 		'max_prepared_transactions = 10',
@@ -78,6 +101,34 @@ sub server
 	return $node;
 }
 
+# Database $db of $node: with the C edition when $ext is true (else
+# empty: a program under test creates the extension); in the managed
+# edition's pass always with the edition, installed by user() through
+# pg_tle (test/lib/managed.sh), and owned by user().
+sub database
+{
+	my ($node, $db, $ext) = @_;
+	if (!managed())
+	{
+		$node->safe_psql('postgres', "CREATE DATABASE $db");
+		$node->safe_psql($db, 'CREATE EXTENSION fencing') if $ext;
+		return;
+	}
+	my $lib = Cwd::abs_path(File::Basename::dirname(__FILE__) . '/../lib');
+	my ($st, $out) = run(
+		name => 'fencing_managed_db',
+		cmd  => [ 'bash', '-c', '. "$1/common.sh" && . "$1/pgtle.sh" && . "$1/managed.sh" && fencing_managed_db "$2" pgtle "$3"',
+			'-', $lib, $db, user() ],
+		env  => {
+			PGHOST => $node->host, PGPORT => $node->port, PGUSER => 'postgres',
+			FENCING_BINDIR => $node->config_data('--bindir'),
+			FENCING_SRC => Cwd::abs_path("$lib/../..") },
+		timeout => 300);
+	die "the managed edition in database $db: $out" if $st != 0;
+	$node->safe_psql('postgres', "ALTER DATABASE $db OWNER TO " . user());
+	return;
+}
+
 # The libpq environment of $node's database $db, by TCP.
 sub pgenv
 {
@@ -85,7 +136,7 @@ sub pgenv
 	return (
 		PGHOST     => '127.0.0.1',
 		PGPORT     => $node->port,
-		PGUSER     => 'postgres',
+		PGUSER     => user(),
 		PGDATABASE => $db);
 }
 
@@ -287,7 +338,7 @@ sub services
 		  if $want{zookeeper};
 		$s{redis_port} = FencingLockSvc::Redis->start->port if $want{redis};
 		$s{pgbouncer_port} = FencingLockSvc::PgBouncer->start(
-			node => $node, dbname => $db, user => 'postgres')->port
+			node => $node, dbname => $db, user => user())->port
 		  if $want{pgbouncer};
 		1;
 	};

@@ -13,6 +13,10 @@
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/pgtle.sh
+. "$FENCING_ROOT/test/lib/pgtle.sh"
+# shellcheck source=../lib/managed.sh
+. "$FENCING_ROOT/test/lib/managed.sh"
 
 t=test/t/121_client_go.pl W=$FENCING_WORK/client_go
 MOD=$FENCING_ROOT/clients/go/fencing
@@ -47,5 +51,5 @@ mkdir -p "$GOBUILD" && fencing_with_lock "$GOBUILD.lock" chown -R postgres: "$GO
 chmod -R a+rX "$MODCACHE" || exit 1
 rm -rf "$W" && mkdir -p "$W" && cp -a "$MOD" "$W/" || exit 1
 storm=${FENCING_CLIENT_STORM:-$([ "$FENCING_PGVER" = 15 ] && echo 1 || echo 0)}
-fencing_prove "$W" "$t" FENCING_CLIENT_GO="$W/fencing" FENCING_CLIENT_GO_MODCACHE="$MODCACHE" \
+fencing_client_prove "$W" "$t" FENCING_CLIENT_GO="$W/fencing" FENCING_CLIENT_GO_MODCACHE="$MODCACHE" \
     FENCING_CLIENT_GO_CACHE="$GOBUILD" FENCING_CLIENT_STORM="$storm"

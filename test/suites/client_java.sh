@@ -12,6 +12,10 @@
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/pgtle.sh
+. "$FENCING_ROOT/test/lib/pgtle.sh"
+# shellcheck source=../lib/managed.sh
+. "$FENCING_ROOT/test/lib/managed.sh"
 
 t=test/t/124_client_java.pl W=$FENCING_WORK/client_java SRC=$FENCING_ROOT/clients/java
 CACHE=${FENCING_CLIENT_JAVA_CACHE:-$FENCING_CACHE/client-java}
@@ -39,5 +43,5 @@ mkdir -p "$CACHE" && (
 fencing_with_lock "$CACHE/maven.lock" chown -R postgres: "$R" || exit 1
 rm -rf "$W" && mkdir -p "$W/java" && cp -a "$SRC"/{pom.xml,README.md,src,examples} "$W/java/" || exit 1
 storm=${FENCING_CLIENT_STORM:-$([ "$FENCING_PGVER" = 15 ] && echo 1 || echo 0)}
-fencing_prove "$W" "$t" FENCING_CLIENT_JAVA="$W/java" FENCING_CLIENT_JAVA_M2="$R/settings.xml" \
+fencing_client_prove "$W" "$t" FENCING_CLIENT_JAVA="$W/java" FENCING_CLIENT_JAVA_M2="$R/settings.xml" \
     FENCING_CLIENT_STORM="$storm"

@@ -13,6 +13,10 @@
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/pgtle.sh
+. "$FENCING_ROOT/test/lib/pgtle.sh"
+# shellcheck source=../lib/managed.sh
+. "$FENCING_ROOT/test/lib/managed.sh"
 # shellcheck source=../lib/client_python.sh
 . "$FENCING_ROOT/test/lib/client_python.sh"
 
@@ -25,5 +29,5 @@ fencing_python_client_venv "$W/venv" ||
     { echo "not ok 1 - build clients/python's wheel and install it with requirements.txt"; exit 1; }
 cp -a "$FENCING_ROOT/clients/python" "$W/" && rm -rf "$W/python/fencing_client" || exit 1
 storm=${FENCING_CLIENT_STORM:-$([ "$FENCING_PGVER" = 15 ] && echo 1 || echo 0)}
-fencing_prove "$W" "$t" FENCING_CLIENT_PYTHON="$W/python" FENCING_CLIENT_PYTHON_VENV="$W/venv" \
+fencing_client_prove "$W" "$t" FENCING_CLIENT_PYTHON="$W/python" FENCING_CLIENT_PYTHON_VENV="$W/venv" \
     FENCING_CLIENT_STORM="$storm"

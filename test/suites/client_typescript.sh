@@ -13,6 +13,10 @@
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"
+# shellcheck source=../lib/pgtle.sh
+. "$FENCING_ROOT/test/lib/pgtle.sh"
+# shellcheck source=../lib/managed.sh
+. "$FENCING_ROOT/test/lib/managed.sh"
 
 t=test/t/122_client_typescript.pl W=$FENCING_WORK/client_typescript SRC=$FENCING_ROOT/clients/typescript
 CACHE=${FENCING_CLIENT_TS_CACHE:-$FENCING_CACHE/client-ts}
@@ -37,4 +41,4 @@ rm -rf "$W" && mkdir -p "$W/ts" &&
 NC=$CACHE/npm-user
 mkdir -p "$NC" && chown -R postgres: "$NC" || exit 1
 storm=${FENCING_CLIENT_STORM:-$([ "$FENCING_PGVER" = 15 ] && echo 1 || echo 0)}
-fencing_prove "$W" "$t" FENCING_CLIENT_TS="$W/ts" FENCING_CLIENT_TS_NPM_CACHE="$NC" FENCING_CLIENT_STORM="$storm"
+fencing_client_prove "$W" "$t" FENCING_CLIENT_TS="$W/ts" FENCING_CLIENT_TS_NPM_CACHE="$NC" FENCING_CLIENT_STORM="$storm"

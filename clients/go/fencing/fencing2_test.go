@@ -43,7 +43,7 @@ func TestReasons(t *testing.T) {
 		t.Fatalf("a write without a token: %v", err)
 	}
 	err = fencing.RunFenced(ctx, pool, fencing.StaticToken{Token: fencing.Token{Counter: 50}}, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "UPDATE "+tbl+" SET fence = '0:90' WHERE id = 'a'")
+		_, err := tx.Exec(ctx, "UPDATE "+tbl+" SET fence = '0:90'::text::fencing.fence WHERE id = 'a'")
 		return err
 	})
 	if !errors.Is(err, fencing.ErrTokenRequired) {
@@ -258,10 +258,10 @@ func TestTransferTwoLocks(t *testing.T) {
 		var used map[string]fencing.Token
 		err := fencing.RunFencedMany(ctx, pool, srcs, func(tx pgx.Tx, tokens map[string]fencing.Token) error {
 			used = tokens
-			if _, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (acct, amount, fence) VALUES ($1, $2, $3)", "acct-1", -amount, tokens["acct-1"].String()); err != nil {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (acct, amount, fence) VALUES ($1, $2, $3::text::fencing.fence)", "acct-1", -amount, tokens["acct-1"].String()); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (acct, amount, fence) VALUES ($1, $2, $3)", "acct-2", amount, tokens["acct-2"].String())
+			_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (acct, amount, fence) VALUES ($1, $2, $3::text::fencing.fence)", "acct-2", amount, tokens["acct-2"].String())
 			return err
 		})
 		return used, err

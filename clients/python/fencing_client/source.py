@@ -41,7 +41,7 @@ log = logging.getLogger("fencing_client")
 
 S = TypeVar("S", bound="TokenSource")
 
-RAISE_FENCE = "SELECT fencing.raise_fence(%s::regclass, %s::fencing.fence, VARIADIC %s::text[])"
+RAISE_FENCE = "SELECT fencing.raise_fence(%s::regclass, %s::text::fencing.fence, VARIADIC %s::text[])"
 
 
 class Scope:

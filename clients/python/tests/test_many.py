@@ -16,9 +16,9 @@ from .conftest import SOURCES, Clients, lock_name, make_ledger
 
 def transfer(ledger: str, amount: int) -> Callable[[Any, dict[str, fc.Token]], None]:
     def fn(cur: Any, tokens: dict[str, fc.Token]) -> None:
-        cur.execute(f"INSERT INTO {ledger} (acct, amount, fence) VALUES ('acct-1', %s, %s)",
+        cur.execute(f"INSERT INTO {ledger} (acct, amount, fence) VALUES ('acct-1', %s, %s::text::fencing.fence)",
                     (-amount, str(tokens["acct-1"])))
-        cur.execute(f"INSERT INTO {ledger} (acct, amount, fence) VALUES ('acct-2', %s, %s)",
+        cur.execute(f"INSERT INTO {ledger} (acct, amount, fence) VALUES ('acct-2', %s, %s::text::fencing.fence)",
                     (amount, str(tokens["acct-2"])))
     return fn
 

@@ -23,7 +23,7 @@ def test_readme_first_example_is_quickstart() -> None:
         assert blocks()[0] == f.read()
 
 
-def test_quickstart_runs_twice() -> None:
+def test_quickstart_runs_twice(c_edition: None) -> None:
     for _ in (1, 2):
         p = subprocess.run([PY, os.path.join(ROOT, "examples", "quickstart.py")],
                            capture_output=True, text=True, timeout=120)
@@ -34,7 +34,7 @@ def test_quickstart_runs_twice() -> None:
 
 
 @pytest.mark.parametrize("n", range(1, len(blocks())))
-def test_readme_program_runs_twice(n: int) -> None:
+def test_readme_program_runs_twice(n: int, c_edition: None) -> None:
     etcd_host, etcd_port = service("FENCING_TEST_ETCD").split(":")
     env = {**os.environ, "REDIS_URL": f"redis://{service('FENCING_TEST_REDIS')}/0",
            "ETCD_HOST": etcd_host, "ETCD_PORT": etcd_port, "ZK_HOSTS": service("FENCING_TEST_ZK")}

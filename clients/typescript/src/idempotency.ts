@@ -89,19 +89,19 @@ export async function idemBegin(db: Queryable, key: string, request: unknown, op
 export async function idemCheckpoint(
   db: Queryable, key: string, token: Token | string, recoveryPoint: string, lease?: string,
 ): Promise<void> {
-  await query(db, 'SELECT fencing.idem_checkpoint($1, $2::fencing.fence, $3, $4::interval)',
+  await query(db, 'SELECT fencing.idem_checkpoint($1, $2::text::fencing.fence, $3, $4::interval)',
     [key, Token.from(token).toString(), recoveryPoint, lease ?? null]);
 }
 
 /** fencing.idem_complete: records the result.  SF001 → ClaimTakenOverError. */
 export async function idemComplete(db: Queryable, key: string, token: Token | string, result: unknown): Promise<void> {
-  await query(db, 'SELECT fencing.idem_complete($1, $2::fencing.fence, $3::jsonb)',
+  await query(db, 'SELECT fencing.idem_complete($1, $2::text::fencing.fence, $3::jsonb)',
     [key, Token.from(token).toString(), JSON.stringify(result ?? null)]);
 }
 
 /** fencing.idem_abandon: gives the claim up; the next idem_begin resumes at once. */
 export async function idemAbandon(db: Queryable, key: string, token: Token | string): Promise<void> {
-  await query(db, 'SELECT fencing.idem_abandon($1, $2::fencing.fence)', [key, Token.from(token).toString()]);
+  await query(db, 'SELECT fencing.idem_abandon($1, $2::text::fencing.fence)', [key, Token.from(token).toString()]);
 }
 
 /**
@@ -132,7 +132,7 @@ export async function runOnce<T>(
       // inside the statement that calls idem_begin it is refused (55P02)
       if (options.token === 'claim') await c.query('SELECT fencing.set_token($1)', [claim.token!.toString()]);
       const result = await fn(c, claim);
-      await c.query('SELECT fencing.idem_complete($1, $2::fencing.fence, $3::jsonb)',
+      await c.query('SELECT fencing.idem_complete($1, $2::text::fencing.fence, $3::jsonb)',
         [key, claim.token!.toString(), JSON.stringify(result ?? null)]);
       return result;
     }),

@@ -71,20 +71,20 @@ export class LeaseSource extends LockSource {
   }
 
   protected async next(): Promise<Token | null> {
-    const t = await this.one('SELECT fencing.lease_next($1, $2::fencing.fence, $3::interval)::text AS v',
+    const t = await this.one('SELECT fencing.lease_next($1, $2::text::fencing.fence, $3::interval)::text AS v',
       [this.name, this.current!.toString(), this.ttl]);
     return t === null ? null : Token.parse(t);
   }
 
   protected async renew(): Promise<boolean> {
-    const ok = await this.one('SELECT fencing.lease_renew($1, $2::fencing.fence, $3::interval)::text AS v',
+    const ok = await this.one('SELECT fencing.lease_renew($1, $2::text::fencing.fence, $3::interval)::text AS v',
       [this.name, this.current!.toString(), this.ttl]);
     return ok === 'true';
   }
 
   protected async releaseGrant(): Promise<void> {
     const t = this.current;
-    if (t) await this.one('SELECT fencing.lease_release($1, $2::fencing.fence)::text AS v', [this.name, t.toString()]);
+    if (t) await this.one('SELECT fencing.lease_release($1, $2::text::fencing.fence)::text AS v', [this.name, t.toString()]);
   }
 
   /**
@@ -114,7 +114,7 @@ export class LeaseSource extends LockSource {
   /** Is the token held still the lease's current one, and live? */
   async check(): Promise<boolean> {
     if (!this.current) return false;
-    return (await this.one('SELECT fencing.lease_check($1, $2::fencing.fence)::text AS v',
+    return (await this.one('SELECT fencing.lease_check($1, $2::text::fencing.fence)::text AS v',
       [this.name, this.current.toString()])) === 'true';
   }
 }

@@ -56,7 +56,7 @@ export async function raiseFences(db: Pool, token: Token, fences: readonly Scope
   let broken: Error | undefined;
   try {
     const statements = [{ text: 'BEGIN' }, ...fences.map((f) => ({
-      text: 'SELECT fencing.raise_fence($1::regclass, $2::fencing.fence, VARIADIC $3::text[])::text AS fence',
+      text: 'SELECT fencing.raise_fence($1::regclass, $2::text::fencing.fence, VARIADIC $3::text[])::text AS fence',
       values: [f.table, token.toString(),
         textArray(f.key === undefined ? [] : typeof f.key === 'string' ? [f.key] : [...f.key])],
     })), { text: 'COMMIT' }];

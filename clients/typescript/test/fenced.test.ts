@@ -48,7 +48,7 @@ test('a StaticToken is the same token every time: a second transaction on a stri
 });
 
 test('two differing tokens in one write: TokenRequiredError (SF002); DDL that breaks the guard: GuardAlteredError (SF005)', async () => {
-  await assert.rejects(runFenced(pool, '0:30', (c) => c.query(`UPDATE ${t} SET fence = '0:31' WHERE id = 'r'`)),
+  await assert.rejects(runFenced(pool, '0:30', (c) => c.query(`UPDATE ${t} SET fence = '0:31'::text::fencing.fence WHERE id = 'r'`)),
     (e: unknown) => e instanceof TokenRequiredError && e.code === 'SF002');
   const g = await protectedTable(pool, 'ts_ddl');
   await assert.rejects(runFenced(pool, '0:1', (c) => c.query(`ALTER TABLE ${g} DROP COLUMN fence`)),
@@ -202,7 +202,7 @@ test('several locks in one transaction: a token per key in each row\'s fence col
   const b = new LeaseSource(pool, { name: unique('acct-b'), ttlMs: 10000 });
   await a.acquire();
   await b.acquire();
-  const upsert = `INSERT INTO ${acc} (acct, balance, fence) VALUES ($1, $2, $3)
+  const upsert = `INSERT INTO ${acc} (acct, balance, fence) VALUES ($1, $2, $3::text::fencing.fence)
                   ON CONFLICT (acct) DO UPDATE SET balance = ${acc}.balance + excluded.balance, fence = excluded.fence`;
   const transfer = (sources: { a: TokenSource | string; b: TokenSource | string }, amount: number) =>
     runFencedMany(pool, sources, async (c, tokens) => {

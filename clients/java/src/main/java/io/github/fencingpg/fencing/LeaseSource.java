@@ -84,7 +84,7 @@ public final class LeaseSource extends LockSource {
                 return null;
             }
             try {
-                return call("SELECT fencing.lease_next(?::text, ?::fencing.fence, ?::interval)::text",
+                return call("SELECT fencing.lease_next(?::text, ?::text::fencing.fence, ?::interval)::text",
                         name, cur.toString(), interval());
             } catch (SQLException e) {
                 throw Errors.unchecked(e);
@@ -100,7 +100,7 @@ public final class LeaseSource extends LockSource {
                 return true;
             }
             try (Connection c = db.getConnection(); PreparedStatement ps = c.prepareStatement(
-                    "SELECT fencing.lease_renew(?::text, ?::fencing.fence, ?::interval)")) {
+                    "SELECT fencing.lease_renew(?::text, ?::text::fencing.fence, ?::interval)")) {
                 ps.setString(1, name);
                 ps.setString(2, cur.toString());
                 ps.setString(3, interval());
@@ -124,7 +124,7 @@ public final class LeaseSource extends LockSource {
     @Override
     protected void drop(Token t) throws SQLException {
         try (Connection c = db.getConnection(); PreparedStatement ps = c.prepareStatement(
-                "SELECT fencing.lease_release(?::text, ?::fencing.fence)")) {
+                "SELECT fencing.lease_release(?::text, ?::text::fencing.fence)")) {
             ps.setString(1, name);
             ps.setString(2, t.toString());
             ps.executeQuery().close();

@@ -21,7 +21,7 @@ public final class Bench {
         int rounds = 20;        // blocks
         int per = Math.max(1, n / rounds);
         try (HikariDataSource db = Env.pool(1)) {
-            Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing",
+            Env.sql(db, Env.EXTENSION,
                     "DROP TABLE IF EXISTS bench_rows",
                     "CREATE TABLE bench_rows (id int PRIMARY KEY, v int NOT NULL, fence fencing.fence)",
                     "INSERT INTO bench_rows VALUES (1, 0, NULL)",

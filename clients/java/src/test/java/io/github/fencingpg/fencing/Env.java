@@ -91,6 +91,13 @@ final class Env {
         return plain("jdbc:postgresql://127.0.0.1:" + port + "/" + env("PGDATABASE", "postgres") + "?prepareThreshold=0");
     }
 
+    /**
+     * The C edition, unless the database has an edition already (the edition for managed
+     * PostgreSQL is installed by the DBA, never beside the C edition).
+     */
+    static final String EXTENSION = "DO $$ BEGIN IF pg_catalog.to_regnamespace('fencing') IS NULL THEN "
+            + "CREATE EXTENSION fencing; END IF; END $$";
+
     static void sql(DataSource db, String... statements) {
         try (Connection c = db.getConnection(); Statement st = c.createStatement()) {
             for (String s : statements) {

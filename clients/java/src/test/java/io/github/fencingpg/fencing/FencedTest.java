@@ -40,7 +40,7 @@ class FencedTest {
     @BeforeAll
     static void setUp() {
         db = Env.pool(4);
-        Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing",
+        Env.sql(db, Env.EXTENSION,
                 "DROP TABLE IF EXISTS ft_rows, ft_lease, ft_ledger",
                 "CREATE TABLE ft_rows (k text PRIMARY KEY, v int, fence fencing.fence)",
                 "SELECT fencing.protect('ft_rows', key_columns => '{k}')",
@@ -347,7 +347,7 @@ class FencedTest {
     static int transfer(Map<String, ? extends TokenSource> sources, String from, String to, int amount) {
         return Fenced.runMany(db, sources, (c, tokens) -> {
             try (PreparedStatement ps = c.prepareStatement(
-                    "INSERT INTO ft_ledger (acct, amount, fence) VALUES (?, ?, ?::fencing.fence)")) {
+                    "INSERT INTO ft_ledger (acct, amount, fence) VALUES (?, ?, ?::text::fencing.fence)")) {
                 ps.setString(1, k(from));
                 ps.setInt(2, -amount);
                 ps.setString(3, tokens.get(from).toString());

@@ -19,7 +19,7 @@ class IdempotencyTest {
     @BeforeAll
     static void setUp() {
         db = Env.pool(2);
-        Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing",
+        Env.sql(db, Env.EXTENSION,
                 "CREATE TABLE IF NOT EXISTS idem_orders (id text PRIMARY KEY, qty int, fence fencing.fence)",
                 "SELECT fencing.protect('idem_orders', key_columns => '{id}') "
                         + "WHERE NOT EXISTS (SELECT FROM fencing.protected WHERE relid = 'idem_orders'::regclass)");

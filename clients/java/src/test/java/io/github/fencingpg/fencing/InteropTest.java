@@ -67,7 +67,7 @@ class InteropTest {
     @BeforeAll
     static void setUp() {
         db = Env.pool(4);
-        Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing");
+        Env.sql(db, Env.EXTENSION);
         Generations.ensure(db, "etcd", "zookeeper", "redis");
     }
 
@@ -102,7 +102,7 @@ class InteropTest {
     static String byHand(String table, String token) throws SQLException {
         try (Connection c = db.getConnection()) {
             c.setAutoCommit(false);
-            try (PreparedStatement set = c.prepareStatement("SELECT fencing.set_token(?::fencing.fence)");
+            try (PreparedStatement set = c.prepareStatement("SELECT fencing.set_token(?::text::fencing.fence)");
                     PreparedStatement up = c.prepareStatement("UPDATE " + table + " SET v = v + 1 WHERE k = 'a'")) {
                 set.setString(1, token);
                 set.execute();

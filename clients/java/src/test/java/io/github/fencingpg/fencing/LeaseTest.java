@@ -26,7 +26,7 @@ class LeaseTest {
     @BeforeAll
     static void setUp() {
         db = Env.pool(4);
-        Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing");
+        Env.sql(db, Env.EXTENSION);
     }
 
     @AfterAll

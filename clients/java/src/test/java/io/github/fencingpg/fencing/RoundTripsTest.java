@@ -114,7 +114,7 @@ class RoundTripsTest {
 
     @Test
     void aFencedTransactionCostsNoExtraRoundTrip() throws Exception {
-        Env.sql(Env.plain(), "CREATE EXTENSION IF NOT EXISTS fencing",
+        Env.sql(Env.plain(), Env.EXTENSION,
                 "CREATE TABLE IF NOT EXISTS rt_rows (id int PRIMARY KEY, v int, fence fencing.fence)",
                 "INSERT INTO rt_rows VALUES (1, 0, NULL) ON CONFLICT DO NOTHING",
                 "SELECT fencing.protect('rt_rows') "

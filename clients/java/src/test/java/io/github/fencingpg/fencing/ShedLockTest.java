@@ -30,11 +30,11 @@ class ShedLockTest {
     @BeforeAll
     static void setUp() {
         db = Env.pool(2);
-        Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing",
+        Env.sql(db, Env.EXTENSION,
                 "CREATE TABLE IF NOT EXISTS shed_report (k text PRIMARY KEY, v int NOT NULL, fence fencing.fence)",
                 "SELECT fencing.protect('shed_report', key_columns => '{k}') "
                         + "WHERE NOT EXISTS (SELECT FROM fencing.protected WHERE relid = 'shed_report'::regclass)",
-                "INSERT INTO shed_report VALUES ('" + RUN + "-nightly', 0, '0:0'), ('" + RUN + "-report', 0, '0:0')");
+                "INSERT INTO shed_report VALUES ('" + RUN + "-nightly', 0, '0:0'::text::fencing.fence), ('" + RUN + "-report', 0, '0:0'::text::fencing.fence)");
     }
 
     @AfterAll

@@ -27,7 +27,7 @@ class SourcesTest {
     @BeforeAll
     static void setUp() {
         db = Env.pool(4);
-        Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing",
+        Env.sql(db, Env.EXTENSION,
                 "CREATE TABLE IF NOT EXISTS src_ledger (k text PRIMARY KEY, v int, fence fencing.fence)",
                 "SELECT fencing.protect('src_ledger', key_columns => '{k}') "
                         + "WHERE NOT EXISTS (SELECT FROM fencing.protected WHERE relid = 'src_ledger'::regclass)");
@@ -44,7 +44,7 @@ class SourcesTest {
     }
 
     static void insert(String key) {
-        Env.sql(db, "INSERT INTO src_ledger VALUES ('" + key + "', 0, '0:0') ON CONFLICT DO NOTHING");
+        Env.sql(db, "INSERT INTO src_ledger VALUES ('" + key + "', 0, '0:0'::text::fencing.fence) ON CONFLICT DO NOTHING");
     }
 
     static int update(TokenSource s, String key, int v) {

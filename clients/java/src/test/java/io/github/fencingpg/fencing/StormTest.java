@@ -43,13 +43,13 @@ class StormTest {
         String run = "st" + Long.toHexString(System.nanoTime()) + "-" + kind + "-";
         long deadline = Long.parseLong(Env.env("FENCING_JAVA_STORM_DEADLINE", "900"));
         try (HikariDataSource db = Env.pool(WORKERS); Kinds kinds = new Kinds(db, 300)) {
-            Env.sql(db, "CREATE EXTENSION IF NOT EXISTS fencing",
+            Env.sql(db, Env.EXTENSION,
                     "CREATE TABLE IF NOT EXISTS storm_res (id text PRIMARY KEY, v int NOT NULL, fence fencing.fence)",
                     "SELECT fencing.protect('storm_res', key_columns => '{id}') "
                             + "WHERE NOT EXISTS (SELECT FROM fencing.protected WHERE relid = 'storm_res'::regclass)",
                     "CREATE TABLE IF NOT EXISTS storm_log (id text, old fencing.fence, new fencing.fence)");
             for (int r = 0; r < RESOURCES; r++) {
-                Env.sql(db, "INSERT INTO storm_res VALUES ('" + run + r + "', 0, '0:0')");
+                Env.sql(db, "INSERT INTO storm_res VALUES ('" + run + r + "', 0, '0:0'::text::fencing.fence)");
             }
             Generations.ensure(db, "redis");
             AtomicInteger accepted = new AtomicInteger();
@@ -95,7 +95,7 @@ class StormTest {
                                         try (ResultSet rs = ps.executeQuery()) {
                                             rs.next();
                                             try (PreparedStatement log = c.prepareStatement(
-                                                    "INSERT INTO storm_log VALUES (?, ?::fencing.fence, ?::fencing.fence)")) {
+                                                    "INSERT INTO storm_log VALUES (?, ?::text::fencing.fence, ?::text::fencing.fence)")) {
                                                 log.setString(1, res);
                                                 log.setString(2, rs.getString(1));
                                                 log.setString(3, rs.getString(2));
