@@ -94,7 +94,7 @@ my %testenv = (
 	FENCING_ETCD       => $svc->{etcd},
 	FENCING_ZK         => $svc->{zk},
 	FENCING_REDIS      => "127.0.0.1:$svc->{redis_port}",
-	FENCING_PGBOUNCER  => "host=127.0.0.1 port=$svc->{pgbouncer_port} dbname=client_go user=postgres",
+	FENCING_PGBOUNCER  => "host=127.0.0.1 port=$svc->{pgbouncer_port} dbname=client_go user=" . FencingClients::user(),
 	FENCING_WORKER_BIN => "$bin/testworker",
 	# the ZooKeeper interop test's reference holder: the docs' kazoo recipe
 	FENCING_ZK_REFERENCE => '/usr/bin/python3 ' . abs_path(dirname(__FILE__) . '/..') . '/locksvc/clients/worker.py',

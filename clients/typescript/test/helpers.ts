@@ -42,6 +42,20 @@ export async function ledgerTable(pool: Pool, prefix: string): Promise<string> {
 }
 
 /** A table protected in row scope (strict) with one row, id 'r'. */
+/**
+ * Does the DDL guard (SF005) watch the table?  The edition for managed
+ * PostgreSQL installed by a role that may not create event triggers has
+ * none and says so in fencing.protected_tables.ddl_guarded
+ * (managed/README.md, "the DDL guard (SF005)"); the C edition has no such
+ * column: always guarded.
+ */
+export async function ddlGuarded(pool: Pool, table: string): Promise<boolean> {
+  const { rows } = await pool.query(
+    "SELECT coalesce((to_jsonb(p) ->> 'ddl_guarded')::boolean, true) AS g FROM fencing.protected_tables p WHERE p.relid = $1::text::regclass",
+    [table]);
+  return rows[0].g === true;
+}
+
 export async function protectedTable(pool: Pool, prefix: string, protectArgs = ''): Promise<string> {
   const t = unique(prefix);
   await pool.query(`CREATE TABLE ${t} (id text PRIMARY KEY, n int NOT NULL DEFAULT 0, fence fencing.fence)`);

@@ -98,6 +98,22 @@ final class Env {
     static final String EXTENSION = "DO $$ BEGIN IF pg_catalog.to_regnamespace('fencing') IS NULL THEN "
             + "CREATE EXTENSION fencing; END IF; END $$";
 
+    /**
+     * Does the DDL guard (SF005) watch the table? The edition for managed PostgreSQL installed by
+     * a role that may not create event triggers has none and says so in {@code
+     * fencing.protected_tables.ddl_guarded} (managed/README.md, "the DDL guard (SF005)"); the C
+     * edition has no such column: always guarded.
+     */
+    static boolean ddlGuarded(DataSource db, String table) {
+        try (Connection c = db.getConnection(); Statement st = c.createStatement();
+                ResultSet rs = st.executeQuery("SELECT coalesce((to_jsonb(p) ->> 'ddl_guarded')::boolean, true)"
+                        + " FROM fencing.protected_tables p WHERE p.relid = '" + table + "'::regclass")) {
+            return rs.next() && rs.getBoolean(1);
+        } catch (SQLException e) {
+            throw new AssertionError(e);
+        }
+    }
+
     static void sql(DataSource db, String... statements) {
         try (Connection c = db.getConnection(); Statement st = c.createStatement()) {
             for (String s : statements) {
