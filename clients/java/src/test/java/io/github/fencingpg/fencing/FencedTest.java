@@ -314,7 +314,7 @@ class FencedTest {
             List<String> w = warnings(() -> assertEquals(1, Fenced.run(one, src, set("ft_rows", "pool", 1))));
             assertEquals(1, w.size(), "one warning: " + w);
             assertTrue(w.get(0).contains("backend pid") && w.get(0).contains("0:424242"), w.get(0));
-            assertEquals(src.given.get(0).toString(), Env.one(db, "SELECT fence FROM ft_rows WHERE k = '" + k("pool") + "'"),
+            assertEquals(src.given.get(0).toString(), Env.one(db, "SELECT fence::text FROM ft_rows WHERE k = '" + k("pool") + "'"),
                     "the write carried the transaction's token, not the leftover");
             assertEquals("", sessionToken(one), "no token left on the pooled connection");
             assertTrue(warnings(() -> Fenced.run(one, src, set("ft_rows", "pool", 2))).isEmpty());
@@ -342,7 +342,7 @@ class FencedTest {
             for (int i = 0; i < 20; i++) {
                 Fenced.run(bouncer, lease, set("ft_rows", "bouncer-lease", i));
             }
-            assertEquals(lease.token().toString(), Env.one(db, "SELECT fence FROM ft_rows WHERE k = '" + k("bouncer-lease") + "'"));
+            assertEquals(lease.token().toString(), Env.one(db, "SELECT fence::text FROM ft_rows WHERE k = '" + k("bouncer-lease") + "'"));
         }
     }
 
@@ -414,7 +414,7 @@ class FencedTest {
             set("ft_rows", "plain", 1).run(c);
             c.commit();
             c.setAutoCommit(true);
-            assertEquals(t.toString(), Env.one(db, "SELECT fence FROM ft_rows WHERE k = '" + k("plain") + "'"));
+            assertEquals(t.toString(), Env.one(db, "SELECT fence::text FROM ft_rows WHERE k = '" + k("plain") + "'"));
             Fenced.begin(c, new Token(0, 1));
             SQLException e = assertThrows(SQLException.class, () -> set("ft_rows", "plain", 2).run(c));
             c.rollback();
