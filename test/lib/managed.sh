@@ -266,6 +266,7 @@ fencing_client_prove() {
     fi
     chown -R postgres: "$dir" || return 1
     for e in $editions; do
+        echo "# $t against the $([ "$e" = c ] && echo C || echo managed) edition (FENCING_CLIENT_EDITION=$e)"
         case $e in
         c) fencing_prove "$dir/c" "$t" "$@" FENCING_CLIENT_EDITION=c || st=1 ;;
         managed)

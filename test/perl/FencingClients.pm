@@ -98,6 +98,8 @@ sub server
 		'log_statement = none',
 		@conf) . "\n");
 	$node->start;
+	note 'against the edition for managed PostgreSQL (fencing_sql through pg_tle, installed and used by '
+	  . user() . ', not a superuser)' if managed();
 	return $node;
 }
 
