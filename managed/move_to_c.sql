@@ -199,6 +199,16 @@ BEGIN
             USING DETAIL = 'A scope''s fences move with the tables protected into it; these have none (they were unprotected or dropped).',
                   HINT = 'To keep such a scope''s fences, protect a table into it before the move (or raise them again with fencing.raise_fence() after protecting one with the C edition).';
     END IF;
+    -- code of the database that calls the edition's own fencing.fence_text()
+    -- (PL/pgSQL bodies record no dependency): the C edition has none
+    SELECT string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid::regprocedure::text) INTO orphans
+      FROM pg_proc p
+     WHERE p.pronamespace <> 'fencing'::regnamespace AND p.prosrc LIKE '%fence\_text%';
+    IF orphans IS NOT NULL THEN
+        RAISE WARNING 'routines that call fencing.fence_text() will fail after the move: %', left(orphans, 2000)
+            USING DETAIL = 'fencing.fence_text() is the edition''s own: the C edition''s fence is written 3:42 by its own text form.',
+                  HINT = 'Replace fencing.fence_text(f) with f::text in them after the move.';
+    END IF;
     -- the values of every fence column, to compare after the move
     FOR c IN SELECT * FROM pg_temp.move_columns LOOP
         EXECUTE format('UPDATE pg_temp.move_columns m SET row_count = x.n, fence_count = x.f, fence_max = x.mx '

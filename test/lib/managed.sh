@@ -345,5 +345,11 @@ fencing_managed_move() {
         tap_ok $st "managed ($route) move: $db has the same protections, scopes, fences, leases, keys and rows as before, under the C edition"
         [ "$st" = 0 ] || { head -40 "$out/after_$db.diff" | sed 's/^/# /'; tail -n 1 "$out/before.txt" "$out/after_$db.txt" | sed 's/^/# /'; }
         fencing_managed_regress_tap "$out/move_check_$db" "$db" move_check
+        if [ "$route" = pgtle ]; then
+            fencing_managed_psql -d "$db" -At -c "SELECT pgtle.uninstall_extension('fencing_sql')" \
+                -c "SELECT count(*) FROM pgtle.available_extensions() WHERE name = 'fencing_sql'" >"$out/uninstall_$db.log" 2>&1
+            [ "$(tail -n 1 "$out/uninstall_$db.log")" = 0 ]
+            tap_ok $? "managed ($route) move: pg_tle's registration of fencing_sql removed from $db afterwards (pgtle.uninstall_extension)"
+        fi
     done
 }
