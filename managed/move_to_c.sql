@@ -47,6 +47,13 @@
 BEGIN;
 SET LOCAL search_path = pg_catalog, pg_temp;
 SET LOCAL client_min_messages = notice;
+-- key values pass through their text forms (raise_fence() takes text):
+-- forms that read back as the same values, whatever the session had
+SET LOCAL DateStyle = 'ISO, YMD';
+SET LOCAL IntervalStyle = 'postgres';
+SET LOCAL TimeZone = 'UTC';
+SET LOCAL extra_float_digits = 3;
+SET LOCAL bytea_output = 'hex';
 
 -- 1. preconditions ---------------------------------------------------------
 DO $pre$
@@ -142,6 +149,7 @@ CREATE TEMP TABLE move_scope_owner ON COMMIT DROP AS
     SELECT s.scope_name, s.owner::oid AS owner, s.table_scope, s.storage::oid AS storage
       FROM fencing.scope_storage s JOIN pg_class c ON c.oid = s.storage;
 CREATE TEMP TABLE move_fences (scope_name text, key_values text[], key text, fence text) ON COMMIT DROP;
+CREATE TEMP TABLE move_storage (scope_name text, storage oid, relid oid, pred text) ON COMMIT DROP;
 CREATE TEMP TABLE move_columns ON COMMIT DROP AS
     SELECT a.attrelid AS relid, a.attrelid::regclass::text AS name, a.attname, a.attinhcount = 0 AS top,
            0::bigint AS row_count, 0::bigint AS fence_count, NULL::text AS fence_max
@@ -324,7 +332,7 @@ DO $restore$
 DECLARE
     t record;
     f record;
-    done boolean;
+    st record;
 BEGIN
     FOR t IN SELECT * FROM pg_temp.move_columns WHERE top ORDER BY relid, attname LOOP
         EXECUTE format('ALTER TABLE %1$s ALTER COLUMN %2$I TYPE fencing.fence USING %2$I::fencing.fence',
@@ -351,16 +359,29 @@ BEGIN
     UPDATE fencing.scope_storage s SET owner = o.owner::regrole
       FROM pg_temp.move_scope_owner o
      WHERE o.scope_name = s.scope_name AND s.owner::oid <> o.owner;
+    -- each scope's storage in the C edition, and how a recorded key is
+    -- found there: its key columns key_1 ... key_n (a table scope's one
+    -- row: any), each equal to the recorded value read back as its type
+    INSERT INTO pg_temp.move_storage
+        SELECT o.scope_name, s.storage::oid,
+               (SELECT p.relid FROM pg_temp.move_protected p WHERE p.scope_name = o.scope_name ORDER BY p.relid LIMIT 1),
+               CASE WHEN s.table_scope THEN 'true' ELSE
+                   (SELECT string_agg(format('s.%I IS NOT DISTINCT FROM (m.key_values[%s])::%s', a.attname,
+                                             substr(a.attname, 5)::integer, format_type(a.atttypid, a.atttypmod)),
+                                      ' AND ' ORDER BY a.attnum)
+                      FROM pg_attribute a
+                     WHERE a.attrelid = s.storage AND a.attnum > 0 AND NOT a.attisdropped AND a.attname ~ '^key_[0-9]+$')
+               END
+          FROM pg_temp.move_scope_owner o JOIN fencing.scope_storage s ON s.scope_name = o.scope_name;
     -- every recorded fence the rows did not reach (seeding raised the rest)
-    FOR f IN SELECT m.*, (SELECT p.relid FROM pg_temp.move_protected p WHERE p.scope_name = m.scope_name
-                           ORDER BY p.relid LIMIT 1) AS relid
-               FROM pg_temp.move_fences m
-              WHERE EXISTS (SELECT FROM pg_temp.move_protected p WHERE p.scope_name = m.scope_name)
-    LOOP
-        SELECT s.fence OPERATOR(fencing.>=) f.fence::fencing.fence INTO done
-          FROM fencing.scopes s WHERE s.scope_name = f.scope_name AND s.key = f.key;
-        CONTINUE WHEN done;
-        PERFORM fencing.raise_fence(f.relid::regclass, f.fence::fencing.fence, VARIADIC f.key_values);
+    FOR st IN SELECT * FROM pg_temp.move_storage LOOP
+        FOR f IN EXECUTE format('SELECT m.key_values, m.fence FROM pg_temp.move_fences m WHERE m.scope_name = $1 '
+                                'AND NOT EXISTS (SELECT FROM %s s WHERE %s AND s.fence OPERATOR(fencing.>=) m.fence::fencing.fence)',
+                                st.storage::regclass, st.pred)
+                 USING st.scope_name
+        LOOP
+            PERFORM fencing.raise_fence(st.relid::regclass, f.fence::fencing.fence, VARIADIC f.key_values);
+        END LOOP;
     END LOOP;
     FOR t IN SELECT * FROM pg_temp.move_protected WHERE lease IS NOT NULL ORDER BY relid LOOP
         PERFORM fencing.protect(t.relid::regclass, t.fence_column, t.key_columns, t.is_strict, t.scope_name, t.lease);
@@ -372,6 +393,8 @@ $restore$;
 DO $verify$
 DECLARE
     bad text;
+    missing text;
+    st record;
     c record;
     n bigint;
     fc bigint;
@@ -394,11 +417,21 @@ BEGIN
         RAISE EXCEPTION 'a table''s guard is not intact after the move: %', bad
             USING ERRCODE = 'internal_error', HINT = 'Nothing was changed (the transaction is rolled back). Report this.';
     END IF;
-    SELECT string_agg(format('%s %s (%s)', m.scope_name, m.key, m.fence), ', ') INTO bad
-      FROM pg_temp.move_fences m
-     WHERE EXISTS (SELECT FROM pg_temp.move_protected p WHERE p.scope_name = m.scope_name)
-       AND NOT EXISTS (SELECT FROM fencing.scopes s WHERE s.scope_name = m.scope_name AND s.key = m.key
-                          AND s.fence OPERATOR(fencing.>=) m.fence::fencing.fence);
+    FOR st IN SELECT * FROM pg_temp.move_storage LOOP
+        EXECUTE format('SELECT string_agg(format(''%%s %%s (%%s)'', m.scope_name, m.key, m.fence), '', '') '
+                       'FROM pg_temp.move_fences m WHERE m.scope_name = $1 '
+                       'AND NOT EXISTS (SELECT FROM %s s WHERE %s AND s.fence OPERATOR(fencing.>=) m.fence::fencing.fence)',
+                       st.storage::regclass, st.pred)
+            INTO missing USING st.scope_name;
+        IF missing IS NOT NULL THEN
+            bad := concat_ws(', ', bad, missing);
+        END IF;
+    END LOOP;
+    IF (SELECT count(*) FROM pg_temp.move_storage)
+       <> (SELECT count(DISTINCT m.scope_name) FROM pg_temp.move_fences m
+            WHERE EXISTS (SELECT FROM pg_temp.move_protected p WHERE p.scope_name = m.scope_name)) THEN
+        bad := concat_ws(', ', bad, 'a scope''s storage');
+    END IF;
     IF bad IS NOT NULL THEN
         RAISE EXCEPTION 'fences of keys did not come back: %', left(bad, 3000)
             USING ERRCODE = 'internal_error', HINT = 'Nothing was changed (the transaction is rolled back). Report this.';

@@ -19,7 +19,7 @@ SELECT extname, extversion FROM pg_extension WHERE extname IN ('fencing', 'fenci
 SELECT to_regprocedure('fencing.edition()') IS NULL AS edition_gone;
 SELECT c.relname, format_type(a.atttypid, a.atttypmod) AS type, t.typtype
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_type t ON t.oid = a.atttypid
- WHERE c.relnamespace = 'moved'::regnamespace AND c.relkind = 'r' AND a.attname = 'fence'
+ WHERE c.relnamespace = 'moved'::regnamespace AND c.relkind IN ('r', 'p') AND a.attname = 'fence'
  ORDER BY 1;
 SELECT relid, scope_kind, key_columns, strict, scope_name, guard_intact, problem
   FROM fencing.protected_tables ORDER BY relid::text;
@@ -70,6 +70,20 @@ BEGIN;
 SELECT fencing.set_token('0:41');
 UPDATE settings SET value = 'off';
 COMMIT;
+-- a partitioned table keyed by a date: eu/2026-05-06 raised to 0:50
+-- without a row, the other keys at their rows' 0:5
+BEGIN;
+SELECT fencing.set_token('0:49');
+INSERT INTO orders VALUES ('eu', '2026-05-06', 3);
+ROLLBACK;
+BEGIN;
+SELECT fencing.set_token('0:4');
+INSERT INTO orders_us VALUES ('us', '2026-03-04', 3);
+ROLLBACK;
+BEGIN;
+SELECT fencing.set_token('0:51');
+INSERT INTO orders VALUES ('eu', '2026-05-06', 3), ('us', '2026-03-04', 3);
+COMMIT;
 -- the lease goes on: its next token is above the old one, which no
 -- longer writes the table protected with it
 SELECT fencing.lease_next('moved-lease', :'old_token') AS next_token \gset
@@ -103,7 +117,7 @@ SELECT fencing.idem_complete('moved-abandoned', :'old_claim', '{"late": true}'::
 SELECT (SELECT count(*) FROM accounts) AS accounts, (SELECT count(*) FROM ledger) AS ledger,
        (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM job_events) AS job_events,
        (SELECT count(*) FROM settings) AS settings, (SELECT count(*) FROM leased) AS leased,
-       (SELECT count(*) FROM history) AS history;
+       (SELECT count(*) FROM history) AS history, (SELECT count(*) FROM orders) AS orders;
 SELECT scope_name, key, fence FROM fencing.scopes ORDER BY 1, 2;
 SELECT relid, guard_intact, problem FROM fencing.protected_tables ORDER BY relid::text;
 RESET SESSION AUTHORIZATION;

@@ -2,7 +2,8 @@
 -- edition with managed/move_to_c.sql (in place, and after a pg_dump and
 -- pg_restore), where move_check looks at what came over: tables in row,
 -- key and table scope, strict and not, two tables in one scope of a
--- custom name, a table protected with a lease, keys raised above their
+-- custom name, a table protected with a lease, a partitioned table keyed
+-- by a date, keys raised above their
 -- rows (the first meter), a table with a fence column nobody protects,
 -- leases (held, released), idempotency keys (done, done with a failure
 -- result, in progress, abandoned).
@@ -17,11 +18,15 @@ CREATE TABLE job_events (region text, shard int, event text, fence fencing.fence
 CREATE TABLE settings (name text PRIMARY KEY, value text, fence fencing.fence);
 CREATE TABLE leased (k text, v int, fence fencing.fence);
 CREATE TABLE history (n int, fence fencing.fence);
+CREATE TABLE orders (region text, day date, total numeric, fence fencing.fence) PARTITION BY LIST (region);
+CREATE TABLE orders_eu PARTITION OF orders FOR VALUES IN ('eu');
+CREATE TABLE orders_us PARTITION OF orders FOR VALUES IN ('us');
 SELECT fencing.protect('accounts');
 SELECT fencing.protect('ledger', key_columns => '{account}');
 SELECT fencing.protect('jobs', key_columns => '{region,shard}', strict => false, scope_name => 'shared-jobs');
 SELECT fencing.protect('job_events', key_columns => '{region,shard}', strict => false, scope_name => 'shared-jobs');
 SELECT fencing.protect('settings', key_columns => '{}', scope_name => 'app-settings');
+SELECT fencing.protect('orders', key_columns => '{region,day}');
 SELECT fencing.lease_acquire('moved-lease', 'worker-1', '1 hour') AS lease_token \gset
 SELECT fencing.protect('leased', key_columns => '{k}', lease => 'moved-lease');
 BEGIN;
@@ -30,6 +35,7 @@ INSERT INTO accounts VALUES ('a', 100), ('b', 200);
 INSERT INTO ledger VALUES ('x', 1), ('y', 2);
 INSERT INTO jobs VALUES ('eu', 1, 'new'), ('us', 2, 'new');
 INSERT INTO settings VALUES ('mode', 'on');
+INSERT INTO orders VALUES ('eu', '2026-01-02', 1.50), ('us', '2026-03-04', 2);
 COMMIT;
 BEGIN;
 SET LOCAL fencing.token = '0:9';
@@ -47,6 +53,7 @@ SELECT fencing.fence_text(fencing.raise_fence('ledger', '0:12', 'x')) AS raised;
 SELECT fencing.fence_text(fencing.raise_fence('ledger', '0:20', 'z')) AS raised;
 SELECT fencing.fence_text(fencing.raise_fence('jobs', '0:30', 'eu', '1')) AS raised;
 SELECT fencing.fence_text(fencing.raise_fence('settings', '0:40')) AS raised;
+SELECT fencing.fence_text(fencing.raise_fence('orders', '0:50', 'eu', '2026-05-06')) AS raised;
 -- leases: one held (above), one released
 SELECT fencing.lease_release('moved-released', fencing.lease_acquire('moved-released', 'worker-2', '1 hour'));
 -- idempotency keys: done, done with a failure result, in progress, abandoned

@@ -27,7 +27,8 @@ SELECT region, shard, state, fencing.epoch(fence) || ':' || fencing.counter(fenc
 SELECT region, shard, event, fencing.epoch(fence) || ':' || fencing.counter(fence) AS fence FROM job_events ORDER BY 1, 2;
 SELECT name, value, fencing.epoch(fence) || ':' || fencing.counter(fence) AS fence FROM settings ORDER BY 1;
 SELECT k, v, fencing.epoch(fence) || ':' || fencing.counter(fence) AS fence FROM leased ORDER BY 1;
+SELECT region, day, total, fencing.epoch(fence) || ':' || fencing.counter(fence) AS fence FROM orders ORDER BY 1, 2;
 SELECT n, fencing.epoch(fence) || ':' || fencing.counter(fence) AS fence FROM history ORDER BY 1;
 SELECT attrelid::regclass, attname, format_type(atttypid, atttypmod) FROM pg_attribute
- WHERE attrelid IN (SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'moved'::regnamespace AND c.relkind = 'r')
+ WHERE attrelid IN (SELECT c.oid FROM pg_class c WHERE c.relnamespace = 'moved'::regnamespace AND c.relkind IN ('r', 'p'))
    AND attname = 'fence' ORDER BY attrelid::regclass::text;

@@ -334,8 +334,8 @@ fencing_managed_move() {
     for db in movesrc movedump; do
         fencing_managed_move_run "$db" postgres "$out/move_$db.log"
         st=$?
-        grep -q 'NOTICE:  00000: moved to the C edition, fencing 1.4: 6 protected table(s), 7 key fence(s) in 4 scope(s), 2 lease(s), 4 idempotency key(s), 7 fence column(s)' "$out/move_$db.log"
-        tap_ok $((st + $?)) "managed ($route) move: managed/move_to_c.sql moved $db to the C edition (6 tables, 7 key fences, 2 leases, 4 keys, 7 fence columns)"
+        grep -q 'NOTICE:  00000: moved to the C edition, fencing 1.4: 7 protected table(s), 10 key fence(s) in 5 scope(s), 2 lease(s), 4 idempotency key(s), 10 fence column(s)' "$out/move_$db.log"
+        tap_ok $((st + $?)) "managed ($route) move: managed/move_to_c.sql moved $db to the C edition (7 tables, 10 key fences, 2 leases, 4 keys, 10 fence columns)"
         [ "$tap_failed" -gt 0 ] && [ "$st" != 0 ] && sed 's/^/# /' "$out/move_$db.log" | head -30
         fencing_managed_move_snapshot "$db" "$out/after_$db.txt"
         diff <(sed '$d' "$out/before.txt") <(sed '$d' "$out/after_$db.txt") >"$out/after_$db.diff" &&
