@@ -8,6 +8,7 @@
 #                                       route: pg_tle preloaded, installed into
 #                                       FENCING_BINDIR's installation first);
 #                                       sets PGHOST PGPORT PGDATA
+#   fencing_managed_pgtle               pg_tle installed (below)
 #   fencing_managed_db DB ROUTE ROLE    database DB with the edition installed
 #                                       by ROLE: ROUTE pgtle (pgtle.install_extension,
 #                                       CREATE EXTENSION fencing_sql) or script
@@ -56,18 +57,24 @@ fencing_managed_transcribe() {
 }
 
 fencing_managed_cluster() {
-    local t root
     if [ "${2:-}" = script ]; then
         fencing_cluster_start "$1"
         return
     fi
+    fencing_managed_pgtle || fencing_die "cannot install pg_tle from $(fencing_pgtle_tarball)"
+    fencing_cluster_start "$1" "shared_preload_libraries = 'pg_tle'"
+}
+
+#   fencing_managed_pgtle               pg_tle installed into FENCING_BINDIR's
+#                                       installation (once per run, under a
+#                                       lock: the managed suites and the
+#                                       examples share it)
+fencing_managed_pgtle() {
+    local t root
     t=$(fencing_pgtle_tarball)
     [ -n "$t" ] || fencing_die "no pg_tle source: set FENCING_PGTLE_SRC (pg_tle-*.tar.gz)"
     if [ "$FENCING_PGVER" = 15 ]; then root=${FENCING_BINDIR%/usr/lib/postgresql/*}; else root=${FENCING_BINDIR%/bin}; fi
-    # both managed suites share the installation: one copies, under a lock
-    fencing_with_lock "$FENCING_WORK/pgtle-install.lock" fencing_managed_pgtle_once "$t" "$root" \
-        || fencing_die "cannot install pg_tle from $t"
-    fencing_cluster_start "$1" "shared_preload_libraries = 'pg_tle'"
+    fencing_with_lock "$FENCING_WORK/pgtle-install.lock" fencing_managed_pgtle_once "$t" "$root"
 }
 fencing_managed_pgtle_once() {
     [ -f "$2/.pg_tle-installed" ] && return 0
