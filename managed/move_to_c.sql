@@ -15,9 +15,12 @@
  * What it does, in order:
  *   1. checks: a superuser; fencing_sql 1.4 here and the C edition not;
  *      fencing 1.4 available on the server; no other session connected to
- *      the database and no prepared transaction of it; every protected
- *      table's guard intact; no object outside the edition that depends
- *      on it (a view, a function or an index using its types or functions)
+ *      the database and no prepared transaction of it; then locks every
+ *      table it reads or converts (ACCESS EXCLUSIVE, lock_timeout 30 s:
+ *      a session that connects meanwhile waits for the move); every
+ *      protected table's guard intact; no object outside the edition that
+ *      depends on it (a view, a function or an index using its types or
+ *      functions); warns about routines that call fencing.fence_text()
  *   2. records, in temporary tables: fencing.protected (each table's fence
  *      column, key columns, strict mode, scope name and lease), the owner
  *      of each scope and the fence of every key of every key and table
@@ -38,8 +41,11 @@
  *      recorded one, as many leases, keys and fence values as before, the
  *      epoch not lower) and says what it moved
  *
- * Not moved: the edition's statistics (the C edition counts from zero)
- * and grants you made on the edition's own functions (grant them again).
+ * Not moved: the edition's statistics (the C edition counts from zero),
+ * grants you made on the edition's own functions (grant them again), and
+ * the fences of scopes that no protected table uses (it warns).  Each
+ * table with a fence column is rewritten twice.  managed/README.md
+ * (moving to the C edition later) has the steps around it.
  */
 \set ON_ERROR_STOP on
 \set SHOW_CONTEXT never
@@ -119,6 +125,32 @@ BEGIN
     END IF;
 END
 $pre$;
+
+-- From here to the end, nothing writes what the move reads: a session that
+-- connected after the check above waits for the move and then finds the
+-- C edition (or the edition untouched, if the move failed).  Waiting at
+-- most lock_timeout: autovacuum gives way, a writer does not.
+SET LOCAL lock_timeout = '30s';
+DO $lock$
+DECLARE
+    r regclass;
+BEGIN
+    FOR r IN SELECT c.oid::regclass FROM pg_class c
+              WHERE c.relkind IN ('r', 'p', 'f')
+                AND (c.oid IN (SELECT p.relid FROM fencing.protected p)
+                     OR c.oid IN (SELECT s.storage FROM fencing.scope_storage s)
+                     OR c.oid IN (SELECT a.attrelid FROM pg_attribute a
+                                   WHERE a.atttypid IN ('fencing.fence'::regtype, 'fencing.fence_pair'::regtype)
+                                     AND NOT a.attisdropped)
+                     OR c.oid IN ('fencing.protected'::regclass, 'fencing.scope_storage'::regclass,
+                                  'fencing.leases'::regclass, 'fencing.epoch_state'::regclass,
+                                  'fencing.idempotency_keys'::regclass))
+              ORDER BY c.oid
+    LOOP
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', r);
+    END LOOP;
+END
+$lock$;
 
 -- Every protected table's guard intact: a table whose guard or scope
 -- storage is broken might have let writes past its fences, and its
@@ -296,10 +328,6 @@ DO $convert$
 DECLARE
     t record;
 BEGIN
-    -- writers wait from here to the end of the transaction
-    FOR t IN SELECT * FROM pg_temp.move_protected ORDER BY relid LOOP
-        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', t.relid::regclass);
-    END LOOP;
     FOR t IN SELECT * FROM pg_temp.move_protected ORDER BY relid LOOP
         PERFORM fencing.unprotect(t.relid::regclass);
     END LOOP;
