@@ -339,8 +339,13 @@ fencing_managed_move() {
 
     # the moves: in place, and in the restored copy
     for db in movesrc movedump; do
-        fencing_managed_move_run "$db" postgres "$out/move_$db.log"
-        st=$?
+        if [ "$db" = movesrc ]; then
+            fencing_managed_move_late_writer "$route" "$out" "$db"
+            st=$?
+        else
+            fencing_managed_move_run "$db" postgres "$out/move_$db.log"
+            st=$?
+        fi
         grep -q 'NOTICE:  00000: moved to the C edition, fencing 1.4: 7 protected table(s), 10 key fence(s) in 5 scope(s), 2 lease(s), 4 idempotency key(s), 10 fence column(s)' "$out/move_$db.log"
         tap_ok $((st + $?)) "managed ($route) move: managed/move_to_c.sql moved $db to the C edition (7 tables, 10 key fences, 2 leases, 4 keys, 10 fence columns)"
         [ "$tap_failed" -gt 0 ] && [ "$st" != 0 ] && sed 's/^/# /' "$out/move_$db.log" | head -30
@@ -359,4 +364,50 @@ fencing_managed_move() {
             tap_ok $? "managed ($route) move: pg_tle's registration of fencing_sql removed from $db afterwards (pgtle.uninstall_extension)"
         fi
     done
+}
+
+# The move of DB with a writer that connects after the script's check of
+# other sessions: the script is fed to psql through a pipe, up to its
+# locks; the writer, a stale token set, then waits for the lock of the
+# table it writes; the rest of the script follows.  The writer's write
+# must not get in (after the move the C edition judges it: its token was
+# set before the library was loaded in its session, 55000, or stale,
+# SF001).  The move's output into OUT/move_DB.log; its exit status.
+fencing_managed_move_late_writer() {
+    local route=$1 out=$2 db=$3 fifo mv wr i st script=$FENCING_SRC/managed/move_to_c.sql
+    fifo=$out/move.fifo
+    rm -f "$fifo" && mkfifo "$fifo" && chown postgres: "$fifo"
+    fencing_as_postgres env PGAPPNAME=move_test_move "$FENCING_BINDIR/psql" -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose \
+        -d "$db" -f "$fifo" >"$out/move_$db.log" 2>&1 &
+    mv=$!
+    exec 7>"$fifo"
+    sed -n '1,/^\$lock\$;$/p' "$script" >&7
+    for i in $(seq 1 100); do
+        [ "$(fencing_managed_psql -d postgres -At -c "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.application_name = 'move_test_move' AND l.relation = 'moved.ledger'::regclass AND l.mode = 'AccessExclusiveLock' AND l.granted" -d "$db")" = 1 ] && break
+        sleep 0.1
+    done
+    fencing_as_postgres env PGAPPNAME=move_test_late_writer "$FENCING_BINDIR/psql" -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose \
+        -U regress_rds_admin -d "$db" >"$out/late_writer.log" 2>&1 <<'SQL' &
+BEGIN;
+SELECT fencing.set_token('0:11');
+INSERT INTO moved.ledger VALUES ('x', 1000);
+COMMIT;
+SQL
+    wr=$!
+    for i in $(seq 1 100); do
+        [ "$(fencing_managed_psql -d postgres -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'move_test_late_writer' AND wait_event_type = 'Lock'")" = 1 ] && break
+        sleep 0.1
+    done
+    [ "$i" -lt 100 ]
+    tap_ok $? "managed ($route) move: a writer that connected after the check of other sessions waits for the lock of the table it writes"
+    sed -n '/^\$lock\$;$/,$p' "$script" | sed 1d >&7
+    exec 7>&-
+    wait "$mv"
+    st=$?
+    wait "$wr"
+    grep -qE 'ERROR:  (55000|SF001):' "$out/late_writer.log" && ! grep -q '^COMMIT' "$out/late_writer.log"
+    tap_ok $? "managed ($route) move: that writer's stale write, let go after the move, is refused by the C edition"
+    [ "$tap_failed" -gt 0 ] && sed 's/^/# /' "$out/late_writer.log" | head -10
+    rm -f "$fifo"
+    return "$st"
 }
