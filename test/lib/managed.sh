@@ -381,6 +381,8 @@ fencing_managed_move_late_writer() {
         -d "$db" -f "$fifo" >"$out/move_$db.log" 2>&1 &
     mv=$!
     exec 7>"$fifo"
+    # (the line that ends the script's lock block: $lock$;)
+    # shellcheck disable=SC2016
     sed -n '1,/^\$lock\$;$/p' "$script" >&7
     for i in $(seq 1 100); do
         [ "$(fencing_managed_psql -d postgres -At -c "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.application_name = 'move_test_move' AND l.relation = 'moved.ledger'::regclass AND l.mode = 'AccessExclusiveLock' AND l.granted" -d "$db")" = 1 ] && break
