@@ -85,6 +85,9 @@ COMMENT ON FUNCTION fencing.refuse_ddl(regclass, text, regclass, text, text) IS
 
 -- Give the new members of a protected table's tree their guards, seeding
 -- the scope's fences from their rows (as the DDL's user, who owns them).
+-- New: not members when the command started (fencing.ddl_guard_start()
+-- notes them), so that a restore, which attaches the partitions before it
+-- creates their triggers, finds none made for it and makes its own.
 CREATE FUNCTION fencing.guard_new_members(root regclass) RETURNS void
     LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
     SET search_path = pg_catalog, pg_temp
@@ -92,6 +95,7 @@ AS $$
 DECLARE
     p fencing.protected;
     m record;
+    before text := E'\n' || coalesce(current_setting('fencing_sql.ddl_members_before', true), '') || E'\n';
 BEGIN
     SELECT * INTO p FROM fencing.protected x WHERE x.relid = root;
     -- a filled table joins: no earlier token may write its keys
@@ -102,6 +106,9 @@ BEGIN
               WHERE t.depth > 0
                 AND NOT EXISTS (SELECT FROM pg_trigger g WHERE g.tgrelid = t.member::oid
                                    AND g.tgname = 'zz_fencing_truncate')
+                -- joined by this command (not a member whose trigger
+                -- pg_restore is about to create)
+                AND strpos(before, E'\n' || t.member::oid::text || E'\n') = 0
               ORDER BY t.depth LOOP
         IF NOT m.is_partition THEN
             EXECUTE format('CREATE OR REPLACE TRIGGER zz_fencing_guard BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s',
@@ -143,6 +150,11 @@ CREATE FUNCTION fencing.ddl_guard_start() RETURNS event_trigger
     SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM set_config('fencing_sql.ddl_members_before',
+                       coalesce((SELECT string_agg(t.member::oid::text, E'\n')
+                                   FROM fencing.protected p, fencing.tree_of(p.relid) t
+                                  WHERE t.depth > 0), ''),
+                       true);
     PERFORM set_config('fencing_sql.ddl_broken_before',
                        coalesce((SELECT string_agg(fencing.ddl_problem_subject(p.relid, x.member, x.problem), E'\n')
                                    FROM fencing.protected p, fencing.guard_problems(p.relid) x

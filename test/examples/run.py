@@ -29,6 +29,24 @@ What a block should do is said by HTML comments just before it:
     <!-- example: exit 3 -->               its exit status (default 0)
     <!-- example: prints committed -->     text its output must contain
     <!-- example: skip why -->             not run, for that reason
+    <!-- example: once -->                 run in the first pass only (an
+                                           install, which refuses to run
+                                           twice); its result counts for both
+
+A page that installs the edition for managed PostgreSQL (managed/) says
+so once, anywhere in it:
+
+    <!-- examples: managed pgtle -->       (or: managed script)
+
+Its blocks run on the server the caller names in EXAMPLE_MANAGED_PORT
+(EXAMPLE_MANAGED_HOST; fencing not preloaded, pg_tle preloaded when
+EXAMPLE_MANAGED_PGTLE=1), as the role example_admin, made as the services
+make the role they give a user: not a superuser, the owner of the page's
+database, and for pgtle a member of pgtle_admin with pg_tle created in the
+database (by the superuser, as the service's admin role may); the blocks
+install the edition themselves (managed/*.sql, copied into the page's
+directory) and DATABASE_URL is that role's URL.  Without that server
+(or pg_tle, for pgtle) the page's blocks are skipped, saying why.
 
 A block without `expect` must raise no error at all.  ```text blocks are
 output, not code.  test/examples/skips lists blocks of pages this harness
@@ -53,6 +71,8 @@ import time
 
 FENCE_OPEN = re.compile(r'^(\s*)(`{3,})([A-Za-z0-9_+-]*)\s*$')
 ANNOTATION = re.compile(r'^\s*<!--\s*example:\s*(.*?)\s*-->\s*$')
+MANAGED_PAGE = re.compile(r'^\s*<!--\s*examples:\s*managed\s+(pgtle|script)\s*-->\s*$', re.M)
+MANAGED_ROLE = 'example_admin'
 OUTPUT_LANGS = {'text', 'console', 'output'}
 RUN_LANGS = {'sql', 'sh', 'bash', 'python', 'go', 'java', 'javascript'}
 PSQL_ERROR = re.compile(r'^psql:.*?:\d+: (ERROR|FATAL|PANIC):\s+([0-9A-Z]{5}): (.*)$')
@@ -75,6 +95,7 @@ class Block:
         self.exit = 0
         self.prints = []
         self.skip = None
+        self.once = False
         self.problems = []      # bad annotations
 
     @property
@@ -132,6 +153,8 @@ def parse_page(root, page, skips):
                 b.exit = int(rest)
             elif word == 'prints' and rest:
                 b.prints.append(rest)
+            elif word == 'once' and not rest:
+                b.once = True
             else:
                 b.problems.append(f'unknown annotation "example: {note}"')
         first = next((l.strip() for l in body if l.strip()), '')
@@ -185,27 +208,56 @@ class Runner:
         print(f'# {text}', flush=True)
 
     # ---- environment
-    def env(self, db):
+    def server(self, managed=False):
+        """host, port and user of the blocks: the main server as postgres,
+        or (a managed page) the managed server as MANAGED_ROLE"""
+        if managed:
+            return (os.environ.get('EXAMPLE_MANAGED_HOST', '127.0.0.1'),
+                    os.environ['EXAMPLE_MANAGED_PORT'], MANAGED_ROLE)
+        return os.environ.get('PGHOST', '127.0.0.1'), os.environ.get('PGPORT', '5432'), 'postgres'
+
+    def env(self, db, managed=False):
         e = dict(os.environ)
-        host, port = os.environ.get('PGHOST', '127.0.0.1'), os.environ.get('PGPORT', '5432')
+        host, port, user = self.server(managed)
         self.token += 1
         # URLs need a TCP host: the main cluster also listens on 127.0.0.1
-        e.update(PGUSER='postgres', PGDATABASE=db,
-                 EXAMPLE_DSN=f'host={host} port={port} user=postgres dbname={db}',
-                 EXAMPLE_URL=f'postgres://postgres@127.0.0.1:{port}/{db}?sslmode=disable',
-                 EXAMPLE_JDBC_URL=f'jdbc:postgresql://127.0.0.1:{port}/{db}?user=postgres',
+        e.update(PGHOST=host, PGPORT=port, PGUSER=user, PGDATABASE=db,
+                 EXAMPLE_DSN=f'host={host} port={port} user={user} dbname={db}',
+                 EXAMPLE_URL=f'postgres://{user}@127.0.0.1:{port}/{db}?sslmode=disable',
+                 EXAMPLE_JDBC_URL=f'jdbc:postgresql://127.0.0.1:{port}/{db}?user={user}',
                  EXAMPLE_TOKEN=f'0:{self.token}',
                  PYTHONDONTWRITEBYTECODE='1')
+        if managed:
+            e['DATABASE_URL'] = e['EXAMPLE_URL']
         return e
 
-    def admin(self, sql):
-        return subprocess.run([self.psql, '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'postgres',
-                               '-U', 'postgres', '-c', sql],
+    def admin(self, sql, managed=False, db='postgres'):
+        host, port, _ = self.server(managed)
+        return subprocess.run([self.psql, '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', db,
+                               '-h', host, '-p', port, '-U', 'postgres', '-c', sql],
                               capture_output=True, text=True, timeout=60)
 
+    def managed_db(self, db, route):
+        """the page's database on the managed server, as the service gives
+        it: owned by MANAGED_ROLE, not a superuser; for pgtle, pg_tle
+        created and pgtle_admin granted.  [] or the errors."""
+        role = MANAGED_ROLE
+        steps = [('postgres', f'DROP DATABASE IF EXISTS {db} WITH (FORCE)'),
+                 ('postgres', f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') "
+                              f"THEN CREATE ROLE {role} LOGIN NOSUPERUSER; END IF; END $$"),
+                 ('postgres', f'CREATE DATABASE {db} OWNER {role}'),
+                 ('postgres', f'GRANT CREATE ON DATABASE {db} TO {role}')]
+        if route == 'pgtle':
+            steps += [(db, 'CREATE EXTENSION pg_tle'), (db, f'GRANT pgtle_admin TO {role}')]
+        for where, sql in steps:
+            r = self.admin(sql, True, where)
+            if r.returncode != 0:
+                return [sql, r.stderr]
+        return []
+
     # ---- one block, one pass: (ok, what it did, diagnostics)
-    def run_block(self, b, pagedir, db):
-        env = self.env(db)
+    def run_block(self, b, pagedir, db, managed=False):
+        env = self.env(db, managed)
         stem = f'{b.line}'
         try:
             if b.file:
@@ -338,31 +390,49 @@ class Runner:
         return ['java', '-cp', f'{jar}:{d}', m.group(1)], []
 
     # ---- a page
-    def run_page(self, page, blocks):
+    def run_page(self, page, blocks, route=None):
         slug = re.sub(r'[^a-z0-9]+', '_', page.lower().removesuffix('.md'))
         db = f'ex_{slug}'
         pagedir = os.path.join(self.work, slug)
         shutil.rmtree(pagedir, ignore_errors=True)
         os.makedirs(pagedir)
+        managed = route is not None
+        why_not = None
+        if managed and not os.environ.get('EXAMPLE_MANAGED_PORT'):
+            why_not = 'no server for the managed edition here (EXAMPLE_MANAGED_PORT; the examples suite starts one)'
+        elif route == 'pgtle' and os.environ.get('EXAMPLE_MANAGED_PGTLE') != '1':
+            why_not = 'pg_tle is not built here (EXAMPLE_MANAGED_PGTLE; the examples suite builds it from FENCING_PGTLE_SRC)'
         todo = []
         for b in blocks:
             if b.lang in OUTPUT_LANGS:
                 self.output += 1
-            elif b.skip:
+            elif b.skip or why_not:
                 self.skipped += 1
-                self.comment(f'skip {b.page}:{b.line} {b.lang}: {b.skip}')
+                self.comment(f'skip {b.page}:{b.line} {b.lang}: {b.skip or why_not}')
             else:
                 todo.append(b)
         if not todo:
             return
-        r = self.admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)')
-        r2 = self.admin(f'CREATE DATABASE {db}') if r.returncode == 0 else r
-        if r2.returncode != 0:
-            self.tap(False, f'{page}: a fresh database', [r.stderr, r2.stderr])
-            return
+        if managed:
+            # the install files, where the page's commands read them
+            os.makedirs(os.path.join(pagedir, 'managed'))
+            for f in ('fencing_sql.sql', 'fencing_sql_pgtle.sql'):
+                shutil.copy(os.path.join(self.root, 'managed', f), os.path.join(pagedir, 'managed', f))
+            errs = self.managed_db(db, route)
+            if errs:
+                self.tap(False, f'{page}: a fresh database on the managed server ({route})', errs)
+                return
+        else:
+            r = self.admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)')
+            r2 = self.admin(f'CREATE DATABASE {db}') if r.returncode == 0 else r
+            if r2.returncode != 0:
+                self.tap(False, f'{page}: a fresh database', [r.stderr, r2.stderr])
+                return
         results = {}
         for npass in (1, 2):
             for b in todo:
+                if npass == 2 and b.once:
+                    continue
                 if b.problems:
                     results[b] = [(False, 'bad annotation', b.problems)]
                     continue
@@ -371,7 +441,7 @@ class Runner:
                                    ' (annotate it: <!-- example: skip why -->)', [])]
                     continue
                 t = time.monotonic()
-                ok, did, diag = self.run_block(b, pagedir, db)
+                ok, did, diag = self.run_block(b, pagedir, db, managed)
                 results.setdefault(b, []).append((ok, f'{did} in {time.monotonic() - t:.1f} s', diag))
         page_ok = True
         for b in todo:
@@ -386,7 +456,7 @@ class Runner:
                     diag.extend(d)
             self.tap(ok, b.name, diag)
         if page_ok:     # a failed page's database stays, for a look
-            self.admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)')
+            self.admin(f'DROP DATABASE IF EXISTS {db} WITH (FORCE)', managed)
         else:
             self.comment(f'{page}: its database {db} and directory {pagedir} are kept')
 
@@ -411,7 +481,8 @@ def main():
     run = Runner(args)
     t0 = time.monotonic()
     for page in pages:
-        run.run_page(page, parse_page(root, page, skips))
+        m = MANAGED_PAGE.search(open(os.path.join(root, page), encoding='utf-8').read())
+        run.run_page(page, parse_page(root, page, skips), m.group(1) if m else None)
     run.comment(f'{run.ran} blocks run twice each, {run.skipped} skipped, '
                 f'{run.output} output blocks (```text) not run; {run.failed} failed; '
                 f'{time.monotonic() - t0:.0f} s')

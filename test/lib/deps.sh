@@ -85,8 +85,10 @@ fencing_suite_packages() {
         # with GSSAPI (Debian's 15)
         printf '%s\n' libkrb5-dev libssl-dev make gcc ;;
     examples)
+        # and pg_tle's build, as for managed: the managed edition's pages
         printf '%s\n' "${services[@]}" python3-psycopg python3-redis python3-etcd3 python3-kazoo golang-go \
-            golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java default-jdk-headless nodejs npm ;;
+            golang-github-jackc-pgx-v4-dev libpostgresql-jdbc-java default-jdk-headless nodejs npm \
+            libkrb5-dev libssl-dev make gcc ;;
     esac
     return 0
 }

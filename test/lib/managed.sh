@@ -8,8 +8,9 @@
 #                                       route: pg_tle preloaded, installed into
 #                                       FENCING_BINDIR's installation first);
 #                                       sets PGHOST PGPORT PGDATA
-#   fencing_managed_pgtle               pg_tle installed into FENCING_BINDIR's
-#                                       installation (the clients' managed pass)
+#   fencing_managed_pgtle               pg_tle installed (below)
+#   fencing_client_prove DIR TEST ...   the client suites' TAP test, once per
+#                                       edition (below)
 #   fencing_managed_db DB ROUTE ROLE    database DB with the edition installed
 #                                       by ROLE: ROUTE pgtle (pgtle.install_extension,
 #                                       CREATE EXTENSION fencing_sql) or script
@@ -62,18 +63,20 @@ fencing_managed_cluster() {
         fencing_cluster_start "$1"
         return
     fi
-    fencing_managed_pgtle
+    fencing_managed_pgtle || fencing_die "cannot install pg_tle from $(fencing_pgtle_tarball)"
     fencing_cluster_start "$1" "shared_preload_libraries = 'pg_tle'"
 }
-# pg_tle installed into FENCING_BINDIR's installation (once per run: the
-# suites that use it share the installation, one copies, under a lock)
+
+#   fencing_managed_pgtle               pg_tle installed into FENCING_BINDIR's
+#                                       installation (once per run, under a
+#                                       lock: the managed suites and the
+#                                       examples share it)
 fencing_managed_pgtle() {
     local t root
     t=$(fencing_pgtle_tarball)
     [ -n "$t" ] || fencing_die "no pg_tle source: set FENCING_PGTLE_SRC (pg_tle-*.tar.gz)"
     if [ "$FENCING_PGVER" = 15 ]; then root=${FENCING_BINDIR%/usr/lib/postgresql/*}; else root=${FENCING_BINDIR%/bin}; fi
-    fencing_with_lock "$FENCING_WORK/pgtle-install.lock" fencing_managed_pgtle_once "$t" "$root" \
-        || fencing_die "cannot install pg_tle from $t"
+    fencing_with_lock "$FENCING_WORK/pgtle-install.lock" fencing_managed_pgtle_once "$t" "$root"
 }
 fencing_managed_pgtle_once() {
     [ -f "$2/.pg_tle-installed" ] && return 0
@@ -220,6 +223,8 @@ fencing_managed_suite() {
     tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out/dump_check.tap")))
     tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/dump_check.tap")))
 
+    fencing_managed_move "$route" "$out/move"
+
     # the isolation specs once (the two routes install the same code): in
     # the pgtle suite, in a database of its own, as make installcheck
     # gives them
@@ -242,6 +247,173 @@ fencing_managed_suite() {
     tap_failed=$((tap_failed + $(grep -c '^not ok' "$out/regress_su.tap")))
     tap_done
     [ "$tap_failed" -eq 0 ]
+}
+
+# A regression file against DB, its TAP lines numbered on from tap_n.
+fencing_managed_regress_tap() {
+    local out=$1
+    fencing_managed_regress "$@" | awk -v n="$tap_n" '{ if ($1 == "ok") { sub(/^ok [0-9]+/, "ok " ++n) } else if ($1 == "not") { sub(/^not ok [0-9]+/, "not ok " ++n) } print }' >"$out.tap"
+    cat "$out.tap"
+    tap_n=$((tap_n + $(grep -cE '^(not )?ok [0-9]+' "$out.tap")))
+    tap_failed=$((tap_failed + $(grep -c '^not ok' "$out.tap")))
+}
+
+# What a database filled by move_fill holds (managed/sql/move_snapshot.sql,
+# read by the superuser), and which edition it has, into FILE.
+fencing_managed_move_snapshot() {
+    {
+        fencing_managed_psql -d "$1" -f "$FENCING_SRC/managed/sql/move_snapshot.sql" &&
+            fencing_managed_psql -d "$1" -At -c "SELECT 'extensions: ' || coalesce(string_agg(extname || ' ' || extversion, ', ' ORDER BY extname), '(none)') || '; fencing.edition(): ' || (to_regprocedure('fencing.edition()') IS NOT NULL) FROM pg_extension WHERE extname LIKE 'fencing%'"
+    } >"$2" 2>&1
+}
+
+# managed/move_to_c.sql as ROLE against DB, psql's output (SQLSTATEs shown)
+# into FILE; its exit status.
+fencing_managed_move_run() {
+    fencing_as_postgres "$FENCING_BINDIR/psql" -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -U "$2" -d "$1" \
+        -f "$FENCING_SRC/managed/move_to_c.sql" >"$3" 2>&1
+}
+
+# The move to the C edition (managed/move_to_c.sql; the C edition is
+# installed in the suites' installation, not preloaded): a database filled
+# by move_fill, dumped with pg_dump and restored into another; moves that
+# must fail, each leaving the database as it was (not a superuser; another
+# session connected; a view that depends on the edition; CREATE EXTENSION
+# failing after the edition was dropped, in the same transaction); the
+# move in place and in the restored copy, each leaving the same
+# protections, fences, leases and keys (move_snapshot) and passing
+# move_check.
+fencing_managed_move() {
+    local route=$1 out=$2 st db bg i
+    mkdir -p "$out" && chown postgres: "$out"
+    fencing_managed_db movesrc "$route" regress_rds_admin >"$out/install.log" 2>&1 \
+        || { sed 's/^/# /' "$out/install.log"; fencing_die "cannot install the edition for the move"; }
+    fencing_managed_regress_tap "$out/move_fill" movesrc move_fill
+    fencing_managed_move_snapshot movesrc "$out/before.txt"
+    tap_ok $? "managed ($route) move: what the filled database holds, read"
+    {
+        fencing_as_postgres "$FENCING_BINDIR/pg_dump" -Fc -f "$out/movesrc.pgdump" movesrc &&
+            fencing_managed_psql -d postgres -c "CREATE DATABASE movedump" &&
+            fencing_as_postgres "$FENCING_BINDIR/pg_restore" --exit-on-error -d movedump "$out/movesrc.pgdump"
+    } >"$out/dump.log" 2>&1
+    st=$?
+    tap_ok $st "managed ($route) move: the filled database dumped with pg_dump, restored with pg_restore into another"
+    [ "$st" = 0 ] || sed 's/^/# /' "$out/dump.log"
+
+    # moves that fail, each leaving the database as it was
+    fencing_managed_move_refused() {
+        local what=$1 code=$2 role=$3
+        fencing_managed_move_run movesrc "$role" "$out/refused.log"
+        st=$?
+        fencing_managed_move_snapshot movesrc "$out/after_refused.txt"
+        [ "$st" != 0 ] && grep -q "ERROR:  $code:" "$out/refused.log" && cmp -s "$out/before.txt" "$out/after_refused.txt"
+        st=$?
+        tap_ok $st "managed ($route) move refused ($code): $what; the database left as it was"
+        if [ "$st" != 0 ]; then
+            sed 's/^/# /' "$out/refused.log" | head -20
+            diff "$out/before.txt" "$out/after_refused.txt" | head -20 | sed 's/^/# /'
+        fi
+    }
+    fencing_managed_move_refused "run by a role that is not a superuser" 42501 regress_rds_admin
+    # another session on the database (a writer still running)
+    fencing_as_postgres env PGAPPNAME=move_test_writer "$FENCING_BINDIR/psql" -X -d movesrc -c "SELECT pg_sleep(300)" >/dev/null 2>&1 &
+    bg=$!
+    for i in $(seq 1 100); do
+        [ "$(fencing_managed_psql -d postgres -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'move_test_writer'")" = 1 ] && break
+        sleep 0.1
+    done
+    fencing_managed_move_refused "another session is connected to the database" 55006 postgres
+    fencing_managed_psql -d postgres -At -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'move_test_writer'" >/dev/null
+    wait "$bg" 2>/dev/null
+    for i in $(seq 1 100); do
+        [ "$(fencing_managed_psql -d postgres -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'move_test_writer'")" = 0 ] && break
+        sleep 0.1
+    done
+    fencing_managed_psql -U regress_rds_admin -d movesrc -c "CREATE VIEW moved.account_fences AS SELECT id, fencing.fence_text(fence) AS fence FROM moved.accounts" >/dev/null
+    fencing_managed_move_refused "a view outside the edition depends on it" 2BP01 postgres
+    fencing_managed_psql -U regress_rds_admin -d movesrc -c "DROP VIEW moved.account_fences" >/dev/null
+    # a failure after the edition was dropped: an event trigger of one of
+    # the C edition's names makes CREATE EXTENSION fencing fail
+    fencing_managed_psql -d movesrc -c "CREATE FUNCTION public.move_test_et() RETURNS event_trigger LANGUAGE plpgsql AS \$\$ BEGIN END \$\$" \
+        -c "CREATE EVENT TRIGGER fencing_indirect_ddl_start ON ddl_command_start EXECUTE FUNCTION public.move_test_et()" >/dev/null
+    fencing_managed_move_refused "CREATE EXTENSION fencing fails after the edition was dropped, in the same transaction" 42710 postgres
+    fencing_managed_psql -d movesrc -c "DROP EVENT TRIGGER fencing_indirect_ddl_start" -c "DROP FUNCTION public.move_test_et()" >/dev/null
+
+    # the moves: in place, and in the restored copy
+    for db in movesrc movedump; do
+        if [ "$db" = movesrc ]; then
+            fencing_managed_move_late_writer "$route" "$out" "$db"
+            st=$?
+        else
+            fencing_managed_move_run "$db" postgres "$out/move_$db.log"
+            st=$?
+        fi
+        grep -q 'NOTICE:  00000: moved to the C edition, fencing 1.4: 7 protected table(s), 10 key fence(s) in 5 scope(s), 2 lease(s), 4 idempotency key(s), 10 fence column(s)' "$out/move_$db.log"
+        tap_ok $((st + $?)) "managed ($route) move: managed/move_to_c.sql moved $db to the C edition (7 tables, 10 key fences, 2 leases, 4 keys, 10 fence columns)"
+        [ "$tap_failed" -gt 0 ] && [ "$st" != 0 ] && sed 's/^/# /' "$out/move_$db.log" | head -30
+        fencing_managed_move_snapshot "$db" "$out/after_$db.txt"
+        diff <(sed '$d' "$out/before.txt") <(sed '$d' "$out/after_$db.txt") >"$out/after_$db.diff" &&
+            [[ $(tail -n 1 "$out/before.txt") = *"; fencing.edition(): true" ]] &&
+            [ "$(tail -n 1 "$out/after_$db.txt")" = "extensions: fencing 1.4; fencing.edition(): false" ]
+        st=$?
+        tap_ok $st "managed ($route) move: $db has the same protections, scopes, fences, leases, keys and rows as before, under the C edition"
+        [ "$st" = 0 ] || { head -40 "$out/after_$db.diff" | sed 's/^/# /'; tail -n 1 "$out/before.txt" "$out/after_$db.txt" | sed 's/^/# /'; }
+        fencing_managed_regress_tap "$out/move_check_$db" "$db" move_check
+        if [ "$route" = pgtle ]; then
+            fencing_managed_psql -d "$db" -At -c "SELECT pgtle.uninstall_extension('fencing_sql')" \
+                -c "SELECT count(*) FROM pgtle.available_extensions() WHERE name = 'fencing_sql'" >"$out/uninstall_$db.log" 2>&1
+            [ "$(tail -n 1 "$out/uninstall_$db.log")" = 0 ]
+            tap_ok $? "managed ($route) move: pg_tle's registration of fencing_sql removed from $db afterwards (pgtle.uninstall_extension)"
+        fi
+    done
+}
+
+# The move of DB with a writer that connects after the script's check of
+# other sessions: the script is fed to psql through a pipe, up to its
+# locks; the writer, a stale token set, then waits for the lock of the
+# table it writes; the rest of the script follows.  The writer's write
+# must not get in (after the move the C edition judges it: its token was
+# set before the library was loaded in its session, 55000, or stale,
+# SF001).  The move's output into OUT/move_DB.log; its exit status.
+fencing_managed_move_late_writer() {
+    local route=$1 out=$2 db=$3 fifo mv wr i st script=$FENCING_SRC/managed/move_to_c.sql
+    fifo=$out/move.fifo
+    rm -f "$fifo" && mkfifo "$fifo" && chown postgres: "$fifo"
+    fencing_as_postgres env PGAPPNAME=move_test_move "$FENCING_BINDIR/psql" -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose \
+        -d "$db" -f "$fifo" >"$out/move_$db.log" 2>&1 &
+    mv=$!
+    exec 7>"$fifo"
+    # (the line that ends the script's lock block: $lock$;)
+    # shellcheck disable=SC2016
+    sed -n '1,/^\$lock\$;$/p' "$script" >&7
+    for i in $(seq 1 100); do
+        [ "$(fencing_managed_psql -d postgres -At -c "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.application_name = 'move_test_move' AND l.relation = 'moved.ledger'::regclass AND l.mode = 'AccessExclusiveLock' AND l.granted" -d "$db")" = 1 ] && break
+        sleep 0.1
+    done
+    fencing_as_postgres env PGAPPNAME=move_test_late_writer "$FENCING_BINDIR/psql" -X -v ON_ERROR_STOP=1 -v VERBOSITY=verbose \
+        -U regress_rds_admin -d "$db" >"$out/late_writer.log" 2>&1 <<'SQL' &
+BEGIN;
+SELECT fencing.set_token('0:11');
+INSERT INTO moved.ledger VALUES ('x', 1000);
+COMMIT;
+SQL
+    wr=$!
+    for i in $(seq 1 100); do
+        [ "$(fencing_managed_psql -d postgres -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'move_test_late_writer' AND wait_event_type = 'Lock'")" = 1 ] && break
+        sleep 0.1
+    done
+    [ "$i" -lt 100 ]
+    tap_ok $? "managed ($route) move: a writer that connected after the check of other sessions waits for the lock of the table it writes"
+    sed -n '/^\$lock\$;$/,$p' "$script" | sed 1d >&7
+    exec 7>&-
+    wait "$mv"
+    st=$?
+    wait "$wr"
+    grep -qE 'ERROR:  (55000|SF001):' "$out/late_writer.log" && ! grep -q '^COMMIT' "$out/late_writer.log"
+    tap_ok $? "managed ($route) move: that writer's stale write, let go after the move, is refused by the C edition"
+    [ "$tap_failed" -gt 0 ] && sed 's/^/# /' "$out/late_writer.log" | head -10
+    rm -f "$fifo"
+    return "$st"
 }
 
 # The client suites (test/suites/client_*.sh): their TAP test TEST once per

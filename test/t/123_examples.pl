@@ -8,6 +8,9 @@
 #   FENCING_CLIENT_GO_CACHE   optional: the Go build cache (the Go blocks
 #                             build against Debian's pgx); else one in
 #                             tmp_check
+#   FENCING_CLIENT_PGTLE      optional: 1 when pg_tle is installed in this
+#                             installation (the pages of the managed
+#                             edition's pg_tle route run; else they skip)
 #
 # Without the first two the test is skipped; test/suites/examples.sh
 # installs what the blocks use (psql, Debian's python3 with psycopg, redis,
@@ -24,7 +27,10 @@
 # note and counted.  The blocks that use Redis, etcd or ZooKeeper get them
 # from this test, started as its own child processes on free ports
 # (REDIS_URL, ETCDCTL_ENDPOINTS, ETCD_HOST/ETCD_PORT, ZK_HOSTS); the server
-# is this test's too (fencing preloaded).
+# is this test's too (fencing preloaded).  The pages of the edition for
+# managed PostgreSQL (<!-- examples: managed ... -->) run on a second server
+# of this test, as a managed service gives it: fencing not preloaded, pg_tle
+# preloaded where it is installed (EXAMPLE_MANAGED_PORT, EXAMPLE_MANAGED_PGTLE).
 use strict;
 use warnings;
 use FencingClients qw(need_env server run tap_checks stop_all leftovers);
@@ -39,6 +45,9 @@ my $root = $env->{FENCING_CLIENT_EXAMPLES};
 my $tmp = $PostgreSQL::Test::Utils::tmp_check;
 
 my $node = server('examples');
+my $pgtle = ($ENV{FENCING_CLIENT_PGTLE} // '') eq '1';
+my $managed = server('examples_managed',
+	"shared_preload_libraries = '" . ($pgtle ? 'pg_tle' : '') . "'");
 my $t0 = time;
 my $svc = FencingClients::services($node, 'postgres', qw(redis etcd zookeeper));
 ok($svc, sprintf('Redis, etcd and a three-server ZooKeeper ensemble serve (%.0f s)', time - $t0))
@@ -63,6 +72,9 @@ my ($st, $out) = run(
 		ETCD_HOST         => '127.0.0.1',
 		ETCD_PORT         => $svc->{etcd_port},
 		ZK_HOSTS          => $svc->{zk},
+		EXAMPLE_MANAGED_HOST  => '127.0.0.1',
+		EXAMPLE_MANAGED_PORT  => $managed->port,
+		EXAMPLE_MANAGED_PGTLE => $pgtle ? 1 : 0,
 		NODE_PATH         => $env->{FENCING_CLIENT_NODE_PATH},
 		GOCACHE => $ENV{FENCING_CLIENT_GO_CACHE} || "$tmp/gocache",
 		# the server's psql first, then Debian's python3 (with its packages)
@@ -76,6 +88,7 @@ ok($st == 0 && $blocks > 0, "test/examples/run.py ran to its end ($blocks blocks
 
 stop_all();
 $node->stop;
+$managed->stop;
 my @left = leftovers("$tmp/");
 ok(!@left, 'no process of the run is left') or diag(join("\n", @left));
 
