@@ -1,8 +1,9 @@
 # test/perl/FencingClients.pm: what the client TAP tests share
 # (test/t/120_client_python.pl, 121_client_go.pl, 122_client_typescript.pl,
-# 123_examples.pl, 124_client_java.pl): a server to test against, programs run in process
-# groups of their own (stopped when the test ends, however it ends), and
-# the TAP or test output of those programs turned into checks of this test.
+# 123_examples.pl, 124_client_java.pl): a server to test against, programs
+# run in process groups of their own (stopped when the test ends, however
+# it ends), and the TAP or test output of those programs turned into
+# checks of this test.
 #
 # The edition: FENCING_CLIENT_EDITION=managed (test/lib/managed.sh's
 # fencing_client_prove sets it) runs the clients against the edition for
@@ -78,12 +79,15 @@ sub need_env
 	return \%v;
 }
 
-# A cluster with fencing preloaded, on 127.0.0.1 (the clients connect by
-# TCP, as the URLs of the examples do); its superuser is postgres, whoever
-# runs the test (the clients' tests and the examples connect as postgres).
+# The managed edition's pass?  The role the clients connect as: postgres,
+# or in that pass the role that installs the edition.
 sub managed { return ($ENV{FENCING_CLIENT_EDITION} // '') eq 'managed'; }
 sub user { return managed() ? 'client_admin' : 'postgres'; }
 
+# A cluster with fencing preloaded (in the managed edition's pass pg_tle
+# instead), on 127.0.0.1 (the clients connect by TCP, as the URLs of the
+# examples do); its superuser is postgres, whoever runs the test (the
+# clients' tests and the examples connect as user()).
 sub server
 {
 	my ($name, @conf) = @_;

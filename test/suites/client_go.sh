@@ -10,6 +10,9 @@
 # (FENCING_CLIENT_GO), with the Go build cache kept between runs
 # (FENCING_CLIENT_GO_CACHE) and FENCING_CLIENT_STORM 1 on PostgreSQL 15;
 # then fails if it skipped (it has all it needs).
+# Once per edition (fencing_client_prove, test/lib/managed.sh): the C
+# edition, and on PostgreSQL 18 the edition for managed PostgreSQL too
+# (FENCING_CLIENT_EDITIONS).
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"

@@ -9,6 +9,9 @@
 # (FENCING_CLIENT_JAVA, FENCING_CLIENT_JAVA_M2 the settings file naming the
 # cached repository), with FENCING_CLIENT_STORM 1 on PostgreSQL 15; then
 # fails if it skipped.
+# Once per edition (fencing_client_prove, test/lib/managed.sh): the C
+# edition, and on PostgreSQL 18 the edition for managed PostgreSQL too
+# (FENCING_CLIENT_EDITIONS).
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"

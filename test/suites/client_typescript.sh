@@ -10,6 +10,9 @@
 # an npm cache of the postgres OS user under FENCING_CLIENT_TS_CACHE (the
 # fresh project that installs the packed tarball fills it once); then
 # fails if it skipped.
+# Once per edition (fencing_client_prove, test/lib/managed.sh): the C
+# edition, and on PostgreSQL 18 the edition for managed PostgreSQL too
+# (FENCING_CLIENT_EDITIONS).
 set -u
 # shellcheck source=../lib/common.sh
 . "$FENCING_ROOT/test/lib/common.sh"

@@ -9,6 +9,10 @@
 #                               requirements.txt installed, and in src/ the
 #                               copy the wheel was built from
 #                               (test/lib/client_python.sh makes it)
+#   FENCING_CLIENT_EDITION      managed: against the edition for managed
+#                               PostgreSQL (test/perl/FencingClients.pm),
+#                               without the benchmark (the README's programs
+#                               skip in pytest, saying why)
 #   FENCING_CLIENT_STORM        1: run the storm (10 worker processes x 200
 #                               fenced transactions with SIGSTOP pauses past
 #                               a 300 ms lease); else it shows as skipped

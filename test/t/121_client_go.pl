@@ -7,6 +7,9 @@
 #                            (GOPROXY=off, GOFLAGS=-mod=readonly)
 #   FENCING_CLIENT_GO_CACHE  optional: the Go build cache to use (kept
 #                            between runs); else one in tmp_check
+#   FENCING_CLIENT_EDITION   managed: against the edition for managed
+#                            PostgreSQL (test/perl/FencingClients.pm),
+#                            without the README's programs and the benchmarks
 #   FENCING_CLIENT_STORM     1: run the storms (TestStormLease,
 #                            TestStormRedis: 20 workers x 250 fenced writes
 #                            each on a strict table, with pauses past a

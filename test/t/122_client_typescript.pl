@@ -9,6 +9,10 @@
 #                         an npm cache this test may write: the fresh
 #                         project that installs the packed tarball takes
 #                         its dependencies through it
+#   FENCING_CLIENT_EDITION
+#                         managed: against the edition for managed
+#                         PostgreSQL (test/perl/FencingClients.pm), without
+#                         the README's programs and the benchmark
 #   FENCING_CLIENT_STORM  1: run the storm (20 workers x 30 grants, Redis
 #                         locks of 300 ms running out under holders), beside
 #                         the other test files; else it is left out, with a

@@ -6,6 +6,9 @@
 #                              holds every dependency and plugin (the suite
 #                              fills it once per pom.xml, from Maven Central);
 #                              Maven runs offline (-o) with it
+#   FENCING_CLIENT_EDITION     managed: against the edition for managed
+#                              PostgreSQL (test/perl/FencingClients.pm),
+#                              without the README's example and the benchmark
 #   FENCING_CLIENT_STORM       1: run the storm (StormTest: 16 workers, leases
 #                              and Redis locks of 300 ms, pauses past the
 #                              TTL); else it shows as skipped

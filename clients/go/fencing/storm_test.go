@@ -127,7 +127,7 @@ func storm(t *testing.T, source string) {
 					if err := tx.QueryRow(ctx, "UPDATE "+tbl+" SET balance = balance + 1 WHERE id = 'a' RETURNING balance").Scan(&n); err != nil {
 						return err
 					}
-					_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" VALUES ($1, $2, $3)", n, tok.String(), i)
+					_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" VALUES ($1, $2::text::fencing.fence, $3)", n, tok.String(), i)
 					return err
 				})
 				var fo *fencing.FencedOutError

@@ -48,7 +48,7 @@ test(`storm: ${WORKERS} workers x ${ROUNDS} lock grants, 1-5 fenced transactions
     try {
       await runFenced(pool, src, async (cl, { token }) => {
         await cl.query(`UPDATE ${run} SET n = n + 1 WHERE id = $1`, [r]);
-        await cl.query(`INSERT INTO ${run}_log (resource, token, worker, paused) VALUES ($1, $2, $3, $4)`,
+        await cl.query(`INSERT INTO ${run}_log (resource, token, worker, paused) VALUES ($1, $2::text::fencing.fence, $3, $4)`,
           [r, token.toString(), w, paused]);
       });
       c.accepted++;
