@@ -1326,7 +1326,8 @@ COMMENT ON FUNCTION fencing.scope_create(text, regrole, regtype[], oid[]) IS
 -- prepares it anew, each function call in it with a permission check; so
 -- the conditions test the common case first and call few functions.
 CREATE FUNCTION fencing.guard_fast_source(key_columns name[], strict boolean, writer regprocedure,
-                                          lease text, remember boolean, partitioned boolean)
+                                          lease text, remember boolean, partitioned boolean,
+                                          part text)
     RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
@@ -1347,24 +1348,50 @@ BEGIN
                            coalesce(nullif(pg_catalog.current_setting('fencing_sql.accepted', true), ''), ',')
                            OPERATOR(pg_catalog.||) pg_catalog.format('%s/%s,', TG_RELID, @T@), true) END;$r$;
     END IF;
-    IF key_columns IS NULL THEN
-        src := $f$
+    IF part = 'first' THEN
+        -- the usual write, decided in one expression before the function's
+        -- variables are made: no setting, and the fence column's token
+        -- newer than the row's (row scope) or accepted by the scope's
+        -- writer (an INSERT in key or table scope; a refused one is the
+        -- general path's to report: it asks the writer again, which
+        -- changes nothing)
+        IF key_columns IS NULL THEN
+            src := CASE WHEN partitioned
+                        THEN 'TG_OP OPERATOR(pg_catalog.=) ''INSERT'' AND NEW.@F@ IS NOT NULL'
+                        ELSE 'NEW.@F@ IS NOT NULL AND (OLD.@F@ IS NULL OR NEW.@F@ OPERATOR(pg_catalog.>) OLD.@F@)' END
+                   || ' AND @MARK@';
+        ELSE
+            keys := CASE WHEN cardinality(key_columns) = 0 THEN ''
+                         ELSE (SELECT string_agg(format('NEW.%I, ', k), '' ORDER BY o)
+                                 FROM unnest(key_columns) WITH ORDINALITY AS x(k, o)) END;
+            src := replace(replace(replace(
+                   'TG_OP OPERATOR(pg_catalog.=) ''INSERT'' AND NEW.@F@ IS NOT NULL
+       AND @W@(@KEYS@(NEW.@F@).epoch, (NEW.@F@).counter, @STRICT@) IS NULL',
+                   '@W@', writer::oid::regproc::text), '@KEYS@', keys), '@STRICT@', strict::text);
+        END IF;
+        RETURN $f$
+    IF coalesce(pg_catalog.current_setting('fencing.bypass', true), 'off') OPERATOR(pg_catalog.=) 'off'
+       AND coalesce(pg_catalog.current_setting('fencing.token', true), '') OPERATOR(pg_catalog.=) ''
+       AND $f$ || src || $f$ THEN
+$f$ || replace(rem, '@T@', 'NEW.@F@') || $f$
+        RETURN NEW;
+    END IF;$f$;
+    END IF;
+    -- part 'inner': the other usual writes of row scope, once the setting
+    -- is read into s ('' none, '!' fencing.bypass set)
+    IF key_columns IS NOT NULL THEN
+        RETURN '';
+    END IF;
+    src := $f$
     IF s OPERATOR(pg_catalog.=) '' THEN
-        IF @COLUMN@ AND @MARK@ THEN
-@REM_NEW@
-            RETURN NEW;
-        ELSIF TG_OP OPERATOR(pg_catalog.=) 'INSERT' AND NEW.@F@ IS NULL AND @MARK@ THEN
+        IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' AND NEW.@F@ IS NULL AND @MARK@ THEN
             -- a new row without a token: nothing to beat
-@REM_NEW_IF@
             RETURN NEW;
         END IF;
 @SETTING@
     END IF;
 $f$;
-        src := replace(src, '@COLUMN@', CASE WHEN partitioned
-            THEN 'TG_OP OPERATOR(pg_catalog.=) ''INSERT'' AND NEW.@F@ IS NOT NULL'
-            ELSE 'NEW.@F@ IS NOT NULL AND (OLD.@F@ IS NULL OR NEW.@F@ OPERATOR(pg_catalog.>) OLD.@F@)' END);
-        src := replace(src, '@SETTING@', CASE WHEN partitioned THEN '' ELSE $t$
+    src := replace(src, '@SETTING@', CASE WHEN partitioned THEN '' ELSE $t$
     ELSIF s OPERATOR(pg_catalog.<>) '!' AND TG_OP OPERATOR(pg_catalog.=) 'UPDATE'
           AND coalesce(pg_catalog.current_setting('fencing_sql.written', true), '') OPERATOR(pg_catalog.=) '' THEN
         -- the setting's token, in a transaction whose guards have written
@@ -1380,31 +1407,10 @@ $f$;
 @REM_T@
             RETURN NEW;
         END IF;$t$ END);
-        RETURN replace(replace(replace(src,
-            '@REM_NEW@', replace(rem, '@T@', 'NEW.@F@')),
-            '@REM_T@', replace(rem, '@T@', 'lost')),
-            '@REM_NEW_IF@', '');
-    END IF;
-    -- key and table scope: an INSERT whose token is the column's, accepted
-    -- by the writer (a refused one is the general path's to report: it
-    -- asks the writer again, which changes nothing)
-    IF cardinality(key_columns) = 0 THEN
-        keys := '';
-    ELSE
-        keys := (SELECT string_agg(format('NEW.%I, ', k), '' ORDER BY o)
-                   FROM unnest(key_columns) WITH ORDINALITY AS x(k, o));
-    END IF;
-    RETURN replace(replace(replace(replace($f$
-    IF s OPERATOR(pg_catalog.=) '' AND TG_OP OPERATOR(pg_catalog.=) 'INSERT' AND NEW.@F@ IS NOT NULL
-       AND @W@(@KEYS@(NEW.@F@).epoch, (NEW.@F@).counter, @STRICT@) IS NULL THEN
-@REM_NEW@
-        RETURN NEW;
-    END IF;
-$f$, '@REM_NEW@', replace(rem, '@T@', 'NEW.@F@')),
-     '@W@', writer::oid::regproc::text), '@KEYS@', keys), '@STRICT@', strict::text);
+    RETURN replace(src, '@REM_T@', replace(rem, '@T@', 'lost'));
 END
 $$;
-COMMENT ON FUNCTION fencing.guard_fast_source(name[], boolean, regprocedure, text, boolean, boolean) IS
+COMMENT ON FUNCTION fencing.guard_fast_source(name[], boolean, regprocedure, text, boolean, boolean, text) IS
     'internal: the fast paths of a protected table''s guard trigger function';
 
 -- A token held as text (the setting): digits:digits (19 characters at
@@ -1458,6 +1464,10 @@ DECLARE
 BEGIN
     src := $g$
 DECLARE
+    a text;
+BEGIN
+@FIRST@
+    DECLARE
     s text;
     te bigint;
     tc bigint;
@@ -1470,14 +1480,13 @@ DECLARE
     wrote boolean;
     lost fencing.fence_pair;
     xm pg_catalog.xid;
-    a text;
     k text;
-BEGIN
-    -- the setting: '' when none; '!' when fencing.bypass exists (whether
-    -- it lets the write through is the general path's to decide: a
-    -- session that never set it, where the C edition's library is not
-    -- loaded, has none)
-    s := CASE WHEN pg_catalog.current_setting('fencing.bypass', true) IS NULL
+    BEGIN
+    -- the setting: '' when none; '!' when fencing.bypass is set to
+    -- anything but off (whether it lets the write through is the general
+    -- path's to decide).  A session that never set it has none, or, where
+    -- the C edition's library is loaded, 'off'
+    s := CASE WHEN coalesce(pg_catalog.current_setting('fencing.bypass', true), 'off') OPERATOR(pg_catalog.=) 'off'
               THEN coalesce(pg_catalog.current_setting('fencing.token', true), '') ELSE '!' END;
 @FAST@
     -- the general path: every case, the fast paths' too
@@ -1562,15 +1571,19 @@ BEGIN
 @MOVE@
     a := pg_catalog.set_config('fencing_sql.written', '1', true);
     RETURN NEW;
+    END;
 END
 $g$;
     -- the fast paths: the usual accepted writes, decided in a handful of
     -- expressions (PL/pgSQL prepares every expression it meets anew in
     -- each transaction, so their number is the cost); anything else falls
     -- through to the general path
+    src := replace(src, '@FIRST@', fencing.guard_fast_source(key_columns, strict, writer, lease,
+                                                            pk_columns IS NULL OR cardinality(pk_columns) = 0,
+                                                            partitioned, 'first'));
     src := replace(src, '@FAST@', fencing.guard_fast_source(key_columns, strict, writer, lease,
                                                            pk_columns IS NULL OR cardinality(pk_columns) = 0,
-                                                           partitioned));
+                                                           partitioned, 'inner'));
     -- fencing_sql.written: set (transaction-local) by every write a guard
     -- lets through, so that a row version can be this transaction's only
     -- once it is set
@@ -2832,7 +2845,14 @@ BEGIN
     IF NOT pg_is_in_recovery()
        AND has_function_privilege('pg_catalog.pg_current_wal_lsn()', 'EXECUTE')
        AND has_function_privilege('pg_catalog.pg_walfile_name(pg_lsn)', 'EXECUTE') THEN
-        timeline := ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint;
+        BEGIN
+            timeline := ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint;
+        EXCEPTION WHEN feature_not_supported OR object_not_in_prerequisite_state OR insufficient_privilege THEN
+            -- a service that keeps the WAL to itself (Aurora refuses
+            -- pg_current_wal_lsn()): no timeline, as for a role that may
+            -- not read it; the epoch moves by fencing.bump_epoch()
+            timeline := NULL;
+        END;
     END IF;
     IF has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') THEN
         system_identifier := (SELECT s.system_identifier FROM pg_control_system() s);
@@ -3577,39 +3597,46 @@ DECLARE
     r record;
     c fencing.fence;
     locked boolean;
-    attempt integer := 0;
+    attempt integer;
+    n bigint;
     saved_timeout text;
 BEGIN
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-        RAISE EXCEPTION 'cannot execute fencing.idem_begin() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
-    END IF;
-    PERFORM fencing.idem_check_key(idem_begin.key);
-    IF idem_begin.request IS NULL THEN
-        RAISE EXCEPTION 'request must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF idem_begin.lease IS NULL THEN
-        RAISE EXCEPTION 'lease must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF idem_begin.retention IS NULL THEN
-        RAISE EXCEPTION 'retention must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF idem_begin.wait IS NULL THEN
-        RAISE EXCEPTION 'wait must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF idem_begin.lease OPERATOR(pg_catalog.<=) '0'::interval THEN
-        RAISE EXCEPTION 'lease must be a positive interval'
-            USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The lease was %s.', idem_begin.lease);
-    ELSIF idem_begin.retention OPERATOR(pg_catalog.<=) '0'::interval THEN
-        RAISE EXCEPTION 'retention must be a positive interval'
-            USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The retention was %s.', idem_begin.retention);
-    ELSIF idem_begin.retention OPERATOR(pg_catalog.<) idem_begin.lease THEN
-        RAISE EXCEPTION 'retention must not be shorter than the lease'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = pg_catalog.format('The retention was %s and the lease %s.', idem_begin.retention, idem_begin.lease),
-                  HINT = 'A key that expired while its claim''s lease was still running could be begun again by another caller.';
+    -- The usual call is valid, and one expression says so (PL/pgSQL
+    -- prepares each expression anew in every transaction, and PERFORM runs
+    -- a query); only a call that is not goes through the checks that name
+    -- what is wrong, in their order.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.length(idem_begin.key) OPERATOR(pg_catalog.<=) 255 AND idem_begin.key OPERATOR(pg_catalog.<>) ''
+        AND idem_begin.request IS NOT NULL AND idem_begin.wait IS NOT NULL
+        AND idem_begin.lease OPERATOR(pg_catalog.>) '0'::interval
+        AND idem_begin.retention OPERATOR(pg_catalog.>=) idem_begin.lease) IS NOT TRUE THEN
+        IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+            RAISE EXCEPTION 'cannot execute fencing.idem_begin() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+        END IF;
+        PERFORM fencing.idem_check_key(idem_begin.key);
+        IF idem_begin.request IS NULL THEN
+            RAISE EXCEPTION 'request must not be null' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF idem_begin.lease IS NULL THEN
+            RAISE EXCEPTION 'lease must not be null' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF idem_begin.retention IS NULL THEN
+            RAISE EXCEPTION 'retention must not be null' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF idem_begin.wait IS NULL THEN
+            RAISE EXCEPTION 'wait must not be null' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF idem_begin.lease OPERATOR(pg_catalog.<=) '0'::interval THEN
+            RAISE EXCEPTION 'lease must be a positive interval'
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The lease was %s.', idem_begin.lease);
+        ELSIF idem_begin.retention OPERATOR(pg_catalog.<=) '0'::interval THEN
+            RAISE EXCEPTION 'retention must be a positive interval'
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The retention was %s.', idem_begin.retention);
+        ELSIF idem_begin.retention OPERATOR(pg_catalog.<) idem_begin.lease THEN
+            RAISE EXCEPTION 'retention must not be shorter than the lease'
+                USING ERRCODE = 'invalid_parameter_value',
+                    DETAIL = pg_catalog.format('The retention was %s and the lease %s.', idem_begin.retention, idem_begin.lease),
+                    HINT = 'A key that expired while its claim''s lease was still running could be begun again by another caller.';
+        END IF;
     END IF;
     h := pg_catalog.sha256(pg_catalog.convert_to(idem_begin.request::pg_catalog.text, 'UTF8'));
     LOOP
-        attempt := attempt OPERATOR(pg_catalog.+) 1;
-        IF attempt OPERATOR(pg_catalog.>) 10 THEN
-            RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key;
-        END IF;
         v_now := pg_catalog.clock_timestamp();
         lu := v_now OPERATOR(pg_catalog.+) idem_begin.lease;
         ex := v_now OPERATOR(pg_catalog.+) idem_begin.retention;
@@ -3652,8 +3679,12 @@ BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
         END IF;
         IF c IS NOT NULL THEN
-            PERFORM pg_catalog.nextval('fencing.idem_stat_started');
-            RETURN QUERY SELECT 'started'::pg_catalog.text, c, NULL::jsonb, NULL::pg_catalog.text, ex;
+            -- (a counter and the result row without a query each)
+            n := pg_catalog.nextval('fencing.idem_stat_started');
+            state := 'started';
+            token := c;
+            expires_at := ex;
+            RETURN NEXT;
             RETURN;
         END IF;
 
@@ -3683,8 +3714,14 @@ BEGIN
                 END;
             END IF;
             IF NOT FOUND THEN
-                -- purged meanwhile, or another role's (expired: removed)
+                -- purged meanwhile, or another role's (expired: removed):
+                -- begin again (the usual call never gets here, and counts
+                -- nothing)
                 PERFORM fencing.idem_reclaim(idem_begin.key, v_now, idem_begin.wait);
+                attempt := coalesce(attempt, 1) OPERATOR(pg_catalog.+) 1;
+                IF attempt OPERATOR(pg_catalog.>) 10 THEN
+                    RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key;
+                END IF;
                 EXIT;
             END IF;
             IF r.expires_at OPERATOR(pg_catalog.<=) v_now THEN
@@ -3701,8 +3738,11 @@ BEGIN
                        created_at = v_now, updated_at = v_now, owner = current_user::pg_catalog.regrole
                  WHERE k.key = idem_begin.key
                 RETURNING (k.claim).* INTO c;
-                PERFORM pg_catalog.nextval('fencing.idem_stat_started');
-                RETURN QUERY SELECT 'started'::pg_catalog.text, c, NULL::jsonb, NULL::pg_catalog.text, ex;
+                n := pg_catalog.nextval('fencing.idem_stat_started');
+                state := 'started';
+                token := c;
+                expires_at := ex;
+                RETURN NEXT;
                 RETURN;
             END IF;
             IF r.request_hash OPERATOR(pg_catalog.<>) h THEN
@@ -3713,8 +3753,12 @@ BEGIN
                           HINT = 'A retry must send exactly the same request; a new request needs a new key.';
             END IF;
             IF r.state OPERATOR(pg_catalog.=) 'done' THEN
-                PERFORM pg_catalog.nextval('fencing.idem_stat_replayed');
-                RETURN QUERY SELECT 'done'::pg_catalog.text, NULL::fencing.fence, r.result, r.recovery_point, r.expires_at;
+                n := pg_catalog.nextval('fencing.idem_stat_replayed');
+                state := 'done';
+                result := r.result;
+                recovery_point := r.recovery_point;
+                expires_at := r.expires_at;
+                RETURN NEXT;
                 RETURN;
             END IF;
             -- running: a live lease keeps the key; a lapsed one frees it
@@ -3797,12 +3841,17 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-        RAISE EXCEPTION 'cannot execute fencing.idem_checkpoint() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
-    END IF;
-    PERFORM fencing.idem_check_key(idem_checkpoint.key);
-    IF idem_checkpoint.token IS NULL THEN
-        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    -- (one expression for the usual valid call: see fencing.idem_begin())
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.length(idem_checkpoint.key) OPERATOR(pg_catalog.<=) 255 AND idem_checkpoint.key OPERATOR(pg_catalog.<>) ''
+        AND idem_checkpoint.token IS NOT NULL) IS NOT TRUE THEN
+        IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+            RAISE EXCEPTION 'cannot execute fencing.idem_checkpoint() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+        END IF;
+        PERFORM fencing.idem_check_key(idem_checkpoint.key);
+        IF idem_checkpoint.token IS NULL THEN
+            RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
     END IF;
     IF idem_checkpoint.lease OPERATOR(pg_catalog.<=) '0'::interval THEN
         RAISE EXCEPTION 'lease must be a positive interval'
@@ -3836,12 +3885,17 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-        RAISE EXCEPTION 'cannot execute fencing.idem_complete() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
-    END IF;
-    PERFORM fencing.idem_check_key(idem_complete.key);
-    IF idem_complete.token IS NULL THEN
-        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    -- (one expression for the usual valid call: see fencing.idem_begin())
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.length(idem_complete.key) OPERATOR(pg_catalog.<=) 255 AND idem_complete.key OPERATOR(pg_catalog.<>) ''
+        AND idem_complete.token IS NOT NULL) IS NOT TRUE THEN
+        IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+            RAISE EXCEPTION 'cannot execute fencing.idem_complete() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+        END IF;
+        PERFORM fencing.idem_check_key(idem_complete.key);
+        IF idem_complete.token IS NULL THEN
+            RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
     END IF;
     UPDATE fencing.idempotency_keys AS k
        SET state = 'done', result = idem_complete.result, locked_until = NULL, updated_at = v_now
@@ -3866,12 +3920,17 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-        RAISE EXCEPTION 'cannot execute fencing.idem_abandon() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
-    END IF;
-    PERFORM fencing.idem_check_key(idem_abandon.key);
-    IF idem_abandon.token IS NULL THEN
-        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    -- (one expression for the usual valid call: see fencing.idem_begin())
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.length(idem_abandon.key) OPERATOR(pg_catalog.<=) 255 AND idem_abandon.key OPERATOR(pg_catalog.<>) ''
+        AND idem_abandon.token IS NOT NULL) IS NOT TRUE THEN
+        IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+            RAISE EXCEPTION 'cannot execute fencing.idem_abandon() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+        END IF;
+        PERFORM fencing.idem_check_key(idem_abandon.key);
+        IF idem_abandon.token IS NULL THEN
+            RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
     END IF;
     UPDATE fencing.idempotency_keys AS k
        SET locked_until = NULL, updated_at = v_now

@@ -176,39 +176,46 @@ DECLARE
     r record;
     c fencing.fence;
     locked boolean;
-    attempt integer := 0;
+    attempt integer;
+    n bigint;
     saved_timeout text;
 BEGIN
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-        RAISE EXCEPTION 'cannot execute fencing.idem_begin() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
-    END IF;
-    PERFORM fencing.idem_check_key(idem_begin.key);
-    IF idem_begin.request IS NULL THEN
-        RAISE EXCEPTION 'request must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF idem_begin.lease IS NULL THEN
-        RAISE EXCEPTION 'lease must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF idem_begin.retention IS NULL THEN
-        RAISE EXCEPTION 'retention must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF idem_begin.wait IS NULL THEN
-        RAISE EXCEPTION 'wait must not be null' USING ERRCODE = 'null_value_not_allowed';
-    ELSIF idem_begin.lease OPERATOR(pg_catalog.<=) '0'::interval THEN
-        RAISE EXCEPTION 'lease must be a positive interval'
-            USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The lease was %s.', idem_begin.lease);
-    ELSIF idem_begin.retention OPERATOR(pg_catalog.<=) '0'::interval THEN
-        RAISE EXCEPTION 'retention must be a positive interval'
-            USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The retention was %s.', idem_begin.retention);
-    ELSIF idem_begin.retention OPERATOR(pg_catalog.<) idem_begin.lease THEN
-        RAISE EXCEPTION 'retention must not be shorter than the lease'
-            USING ERRCODE = 'invalid_parameter_value',
-                  DETAIL = pg_catalog.format('The retention was %s and the lease %s.', idem_begin.retention, idem_begin.lease),
-                  HINT = 'A key that expired while its claim''s lease was still running could be begun again by another caller.';
+    -- The usual call is valid, and one expression says so (PL/pgSQL
+    -- prepares each expression anew in every transaction, and PERFORM runs
+    -- a query); only a call that is not goes through the checks that name
+    -- what is wrong, in their order.
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.length(idem_begin.key) OPERATOR(pg_catalog.<=) 255 AND idem_begin.key OPERATOR(pg_catalog.<>) ''
+        AND idem_begin.request IS NOT NULL AND idem_begin.wait IS NOT NULL
+        AND idem_begin.lease OPERATOR(pg_catalog.>) '0'::interval
+        AND idem_begin.retention OPERATOR(pg_catalog.>=) idem_begin.lease) IS NOT TRUE THEN
+        IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+            RAISE EXCEPTION 'cannot execute fencing.idem_begin() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+        END IF;
+        PERFORM fencing.idem_check_key(idem_begin.key);
+        IF idem_begin.request IS NULL THEN
+            RAISE EXCEPTION 'request must not be null' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF idem_begin.lease IS NULL THEN
+            RAISE EXCEPTION 'lease must not be null' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF idem_begin.retention IS NULL THEN
+            RAISE EXCEPTION 'retention must not be null' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF idem_begin.wait IS NULL THEN
+            RAISE EXCEPTION 'wait must not be null' USING ERRCODE = 'null_value_not_allowed';
+        ELSIF idem_begin.lease OPERATOR(pg_catalog.<=) '0'::interval THEN
+            RAISE EXCEPTION 'lease must be a positive interval'
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The lease was %s.', idem_begin.lease);
+        ELSIF idem_begin.retention OPERATOR(pg_catalog.<=) '0'::interval THEN
+            RAISE EXCEPTION 'retention must be a positive interval'
+                USING ERRCODE = 'invalid_parameter_value', DETAIL = pg_catalog.format('The retention was %s.', idem_begin.retention);
+        ELSIF idem_begin.retention OPERATOR(pg_catalog.<) idem_begin.lease THEN
+            RAISE EXCEPTION 'retention must not be shorter than the lease'
+                USING ERRCODE = 'invalid_parameter_value',
+                    DETAIL = pg_catalog.format('The retention was %s and the lease %s.', idem_begin.retention, idem_begin.lease),
+                    HINT = 'A key that expired while its claim''s lease was still running could be begun again by another caller.';
+        END IF;
     END IF;
     h := pg_catalog.sha256(pg_catalog.convert_to(idem_begin.request::pg_catalog.text, 'UTF8'));
     LOOP
-        attempt := attempt OPERATOR(pg_catalog.+) 1;
-        IF attempt OPERATOR(pg_catalog.>) 10 THEN
-            RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key;
-        END IF;
         v_now := pg_catalog.clock_timestamp();
         lu := v_now OPERATOR(pg_catalog.+) idem_begin.lease;
         ex := v_now OPERATOR(pg_catalog.+) idem_begin.retention;
@@ -251,8 +258,12 @@ BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', saved_timeout, true);
         END IF;
         IF c IS NOT NULL THEN
-            PERFORM pg_catalog.nextval('fencing.idem_stat_started');
-            RETURN QUERY SELECT 'started'::pg_catalog.text, c, NULL::jsonb, NULL::pg_catalog.text, ex;
+            -- (a counter and the result row without a query each)
+            n := pg_catalog.nextval('fencing.idem_stat_started');
+            state := 'started';
+            token := c;
+            expires_at := ex;
+            RETURN NEXT;
             RETURN;
         END IF;
 
@@ -282,8 +293,14 @@ BEGIN
                 END;
             END IF;
             IF NOT FOUND THEN
-                -- purged meanwhile, or another role's (expired: removed)
+                -- purged meanwhile, or another role's (expired: removed):
+                -- begin again (the usual call never gets here, and counts
+                -- nothing)
                 PERFORM fencing.idem_reclaim(idem_begin.key, v_now, idem_begin.wait);
+                attempt := coalesce(attempt, 1) OPERATOR(pg_catalog.+) 1;
+                IF attempt OPERATOR(pg_catalog.>) 10 THEN
+                    RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key;
+                END IF;
                 EXIT;
             END IF;
             IF r.expires_at OPERATOR(pg_catalog.<=) v_now THEN
@@ -300,8 +317,11 @@ BEGIN
                        created_at = v_now, updated_at = v_now, owner = current_user::pg_catalog.regrole
                  WHERE k.key = idem_begin.key
                 RETURNING (k.claim).* INTO c;
-                PERFORM pg_catalog.nextval('fencing.idem_stat_started');
-                RETURN QUERY SELECT 'started'::pg_catalog.text, c, NULL::jsonb, NULL::pg_catalog.text, ex;
+                n := pg_catalog.nextval('fencing.idem_stat_started');
+                state := 'started';
+                token := c;
+                expires_at := ex;
+                RETURN NEXT;
                 RETURN;
             END IF;
             IF r.request_hash OPERATOR(pg_catalog.<>) h THEN
@@ -312,8 +332,12 @@ BEGIN
                           HINT = 'A retry must send exactly the same request; a new request needs a new key.';
             END IF;
             IF r.state OPERATOR(pg_catalog.=) 'done' THEN
-                PERFORM pg_catalog.nextval('fencing.idem_stat_replayed');
-                RETURN QUERY SELECT 'done'::pg_catalog.text, NULL::fencing.fence, r.result, r.recovery_point, r.expires_at;
+                n := pg_catalog.nextval('fencing.idem_stat_replayed');
+                state := 'done';
+                result := r.result;
+                recovery_point := r.recovery_point;
+                expires_at := r.expires_at;
+                RETURN NEXT;
                 RETURN;
             END IF;
             -- running: a live lease keeps the key; a lapsed one frees it
@@ -396,12 +420,17 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-        RAISE EXCEPTION 'cannot execute fencing.idem_checkpoint() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
-    END IF;
-    PERFORM fencing.idem_check_key(idem_checkpoint.key);
-    IF idem_checkpoint.token IS NULL THEN
-        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    -- (one expression for the usual valid call: see fencing.idem_begin())
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.length(idem_checkpoint.key) OPERATOR(pg_catalog.<=) 255 AND idem_checkpoint.key OPERATOR(pg_catalog.<>) ''
+        AND idem_checkpoint.token IS NOT NULL) IS NOT TRUE THEN
+        IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+            RAISE EXCEPTION 'cannot execute fencing.idem_checkpoint() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+        END IF;
+        PERFORM fencing.idem_check_key(idem_checkpoint.key);
+        IF idem_checkpoint.token IS NULL THEN
+            RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
     END IF;
     IF idem_checkpoint.lease OPERATOR(pg_catalog.<=) '0'::interval THEN
         RAISE EXCEPTION 'lease must be a positive interval'
@@ -435,12 +464,17 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-        RAISE EXCEPTION 'cannot execute fencing.idem_complete() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
-    END IF;
-    PERFORM fencing.idem_check_key(idem_complete.key);
-    IF idem_complete.token IS NULL THEN
-        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    -- (one expression for the usual valid call: see fencing.idem_begin())
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.length(idem_complete.key) OPERATOR(pg_catalog.<=) 255 AND idem_complete.key OPERATOR(pg_catalog.<>) ''
+        AND idem_complete.token IS NOT NULL) IS NOT TRUE THEN
+        IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+            RAISE EXCEPTION 'cannot execute fencing.idem_complete() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+        END IF;
+        PERFORM fencing.idem_check_key(idem_complete.key);
+        IF idem_complete.token IS NULL THEN
+            RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
     END IF;
     UPDATE fencing.idempotency_keys AS k
        SET state = 'done', result = idem_complete.result, locked_until = NULL, updated_at = v_now
@@ -465,12 +499,17 @@ AS $$
 DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
-    IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
-        RAISE EXCEPTION 'cannot execute fencing.idem_abandon() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
-    END IF;
-    PERFORM fencing.idem_check_key(idem_abandon.key);
-    IF idem_abandon.token IS NULL THEN
-        RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+    -- (one expression for the usual valid call: see fencing.idem_begin())
+    IF (pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off'
+        AND pg_catalog.length(idem_abandon.key) OPERATOR(pg_catalog.<=) 255 AND idem_abandon.key OPERATOR(pg_catalog.<>) ''
+        AND idem_abandon.token IS NOT NULL) IS NOT TRUE THEN
+        IF pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'on' THEN
+            RAISE EXCEPTION 'cannot execute fencing.idem_abandon() in a read-only transaction' USING ERRCODE = 'read_only_sql_transaction';
+        END IF;
+        PERFORM fencing.idem_check_key(idem_abandon.key);
+        IF idem_abandon.token IS NULL THEN
+            RAISE EXCEPTION 'token must not be null' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
     END IF;
     UPDATE fencing.idempotency_keys AS k
        SET locked_until = NULL, updated_at = v_now

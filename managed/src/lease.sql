@@ -37,7 +37,14 @@ BEGIN
     IF NOT pg_is_in_recovery()
        AND has_function_privilege('pg_catalog.pg_current_wal_lsn()', 'EXECUTE')
        AND has_function_privilege('pg_catalog.pg_walfile_name(pg_lsn)', 'EXECUTE') THEN
-        timeline := ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint;
+        BEGIN
+            timeline := ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint;
+        EXCEPTION WHEN feature_not_supported OR object_not_in_prerequisite_state OR insufficient_privilege THEN
+            -- a service that keeps the WAL to itself (Aurora refuses
+            -- pg_current_wal_lsn()): no timeline, as for a role that may
+            -- not read it; the epoch moves by fencing.bump_epoch()
+            timeline := NULL;
+        END;
     END IF;
     IF has_function_privilege('pg_catalog.pg_control_system()', 'EXECUTE') THEN
         system_identifier := (SELECT s.system_identifier FROM pg_control_system() s);

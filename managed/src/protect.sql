@@ -251,7 +251,8 @@ COMMENT ON FUNCTION fencing.scope_create(text, regrole, regtype[], oid[]) IS
 -- prepares it anew, each function call in it with a permission check; so
 -- the conditions test the common case first and call few functions.
 CREATE FUNCTION fencing.guard_fast_source(key_columns name[], strict boolean, writer regprocedure,
-                                          lease text, remember boolean, partitioned boolean)
+                                          lease text, remember boolean, partitioned boolean,
+                                          part text)
     RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
@@ -272,24 +273,50 @@ BEGIN
                            coalesce(nullif(pg_catalog.current_setting('fencing_sql.accepted', true), ''), ',')
                            OPERATOR(pg_catalog.||) pg_catalog.format('%s/%s,', TG_RELID, @T@), true) END;$r$;
     END IF;
-    IF key_columns IS NULL THEN
-        src := $f$
+    IF part = 'first' THEN
+        -- the usual write, decided in one expression before the function's
+        -- variables are made: no setting, and the fence column's token
+        -- newer than the row's (row scope) or accepted by the scope's
+        -- writer (an INSERT in key or table scope; a refused one is the
+        -- general path's to report: it asks the writer again, which
+        -- changes nothing)
+        IF key_columns IS NULL THEN
+            src := CASE WHEN partitioned
+                        THEN 'TG_OP OPERATOR(pg_catalog.=) ''INSERT'' AND NEW.@F@ IS NOT NULL'
+                        ELSE 'NEW.@F@ IS NOT NULL AND (OLD.@F@ IS NULL OR NEW.@F@ OPERATOR(pg_catalog.>) OLD.@F@)' END
+                   || ' AND @MARK@';
+        ELSE
+            keys := CASE WHEN cardinality(key_columns) = 0 THEN ''
+                         ELSE (SELECT string_agg(format('NEW.%I, ', k), '' ORDER BY o)
+                                 FROM unnest(key_columns) WITH ORDINALITY AS x(k, o)) END;
+            src := replace(replace(replace(
+                   'TG_OP OPERATOR(pg_catalog.=) ''INSERT'' AND NEW.@F@ IS NOT NULL
+       AND @W@(@KEYS@(NEW.@F@).epoch, (NEW.@F@).counter, @STRICT@) IS NULL',
+                   '@W@', writer::oid::regproc::text), '@KEYS@', keys), '@STRICT@', strict::text);
+        END IF;
+        RETURN $f$
+    IF coalesce(pg_catalog.current_setting('fencing.bypass', true), 'off') OPERATOR(pg_catalog.=) 'off'
+       AND coalesce(pg_catalog.current_setting('fencing.token', true), '') OPERATOR(pg_catalog.=) ''
+       AND $f$ || src || $f$ THEN
+$f$ || replace(rem, '@T@', 'NEW.@F@') || $f$
+        RETURN NEW;
+    END IF;$f$;
+    END IF;
+    -- part 'inner': the other usual writes of row scope, once the setting
+    -- is read into s ('' none, '!' fencing.bypass set)
+    IF key_columns IS NOT NULL THEN
+        RETURN '';
+    END IF;
+    src := $f$
     IF s OPERATOR(pg_catalog.=) '' THEN
-        IF @COLUMN@ AND @MARK@ THEN
-@REM_NEW@
-            RETURN NEW;
-        ELSIF TG_OP OPERATOR(pg_catalog.=) 'INSERT' AND NEW.@F@ IS NULL AND @MARK@ THEN
+        IF TG_OP OPERATOR(pg_catalog.=) 'INSERT' AND NEW.@F@ IS NULL AND @MARK@ THEN
             -- a new row without a token: nothing to beat
-@REM_NEW_IF@
             RETURN NEW;
         END IF;
 @SETTING@
     END IF;
 $f$;
-        src := replace(src, '@COLUMN@', CASE WHEN partitioned
-            THEN 'TG_OP OPERATOR(pg_catalog.=) ''INSERT'' AND NEW.@F@ IS NOT NULL'
-            ELSE 'NEW.@F@ IS NOT NULL AND (OLD.@F@ IS NULL OR NEW.@F@ OPERATOR(pg_catalog.>) OLD.@F@)' END);
-        src := replace(src, '@SETTING@', CASE WHEN partitioned THEN '' ELSE $t$
+    src := replace(src, '@SETTING@', CASE WHEN partitioned THEN '' ELSE $t$
     ELSIF s OPERATOR(pg_catalog.<>) '!' AND TG_OP OPERATOR(pg_catalog.=) 'UPDATE'
           AND coalesce(pg_catalog.current_setting('fencing_sql.written', true), '') OPERATOR(pg_catalog.=) '' THEN
         -- the setting's token, in a transaction whose guards have written
@@ -305,31 +332,10 @@ $f$;
 @REM_T@
             RETURN NEW;
         END IF;$t$ END);
-        RETURN replace(replace(replace(src,
-            '@REM_NEW@', replace(rem, '@T@', 'NEW.@F@')),
-            '@REM_T@', replace(rem, '@T@', 'lost')),
-            '@REM_NEW_IF@', '');
-    END IF;
-    -- key and table scope: an INSERT whose token is the column's, accepted
-    -- by the writer (a refused one is the general path's to report: it
-    -- asks the writer again, which changes nothing)
-    IF cardinality(key_columns) = 0 THEN
-        keys := '';
-    ELSE
-        keys := (SELECT string_agg(format('NEW.%I, ', k), '' ORDER BY o)
-                   FROM unnest(key_columns) WITH ORDINALITY AS x(k, o));
-    END IF;
-    RETURN replace(replace(replace(replace($f$
-    IF s OPERATOR(pg_catalog.=) '' AND TG_OP OPERATOR(pg_catalog.=) 'INSERT' AND NEW.@F@ IS NOT NULL
-       AND @W@(@KEYS@(NEW.@F@).epoch, (NEW.@F@).counter, @STRICT@) IS NULL THEN
-@REM_NEW@
-        RETURN NEW;
-    END IF;
-$f$, '@REM_NEW@', replace(rem, '@T@', 'NEW.@F@')),
-     '@W@', writer::oid::regproc::text), '@KEYS@', keys), '@STRICT@', strict::text);
+    RETURN replace(src, '@REM_T@', replace(rem, '@T@', 'lost'));
 END
 $$;
-COMMENT ON FUNCTION fencing.guard_fast_source(name[], boolean, regprocedure, text, boolean, boolean) IS
+COMMENT ON FUNCTION fencing.guard_fast_source(name[], boolean, regprocedure, text, boolean, boolean, text) IS
     'internal: the fast paths of a protected table''s guard trigger function';
 
 -- A token held as text (the setting): digits:digits (19 characters at
@@ -383,6 +389,10 @@ DECLARE
 BEGIN
     src := $g$
 DECLARE
+    a text;
+BEGIN
+@FIRST@
+    DECLARE
     s text;
     te bigint;
     tc bigint;
@@ -395,14 +405,13 @@ DECLARE
     wrote boolean;
     lost fencing.fence_pair;
     xm pg_catalog.xid;
-    a text;
     k text;
-BEGIN
-    -- the setting: '' when none; '!' when fencing.bypass exists (whether
-    -- it lets the write through is the general path's to decide: a
-    -- session that never set it, where the C edition's library is not
-    -- loaded, has none)
-    s := CASE WHEN pg_catalog.current_setting('fencing.bypass', true) IS NULL
+    BEGIN
+    -- the setting: '' when none; '!' when fencing.bypass is set to
+    -- anything but off (whether it lets the write through is the general
+    -- path's to decide).  A session that never set it has none, or, where
+    -- the C edition's library is loaded, 'off'
+    s := CASE WHEN coalesce(pg_catalog.current_setting('fencing.bypass', true), 'off') OPERATOR(pg_catalog.=) 'off'
               THEN coalesce(pg_catalog.current_setting('fencing.token', true), '') ELSE '!' END;
 @FAST@
     -- the general path: every case, the fast paths' too
@@ -487,15 +496,19 @@ BEGIN
 @MOVE@
     a := pg_catalog.set_config('fencing_sql.written', '1', true);
     RETURN NEW;
+    END;
 END
 $g$;
     -- the fast paths: the usual accepted writes, decided in a handful of
     -- expressions (PL/pgSQL prepares every expression it meets anew in
     -- each transaction, so their number is the cost); anything else falls
     -- through to the general path
+    src := replace(src, '@FIRST@', fencing.guard_fast_source(key_columns, strict, writer, lease,
+                                                            pk_columns IS NULL OR cardinality(pk_columns) = 0,
+                                                            partitioned, 'first'));
     src := replace(src, '@FAST@', fencing.guard_fast_source(key_columns, strict, writer, lease,
                                                            pk_columns IS NULL OR cardinality(pk_columns) = 0,
-                                                           partitioned));
+                                                           partitioned, 'inner'));
     -- fencing_sql.written: set (transaction-local) by every write a guard
     -- lets through, so that a row version can be this transaction's only
     -- once it is set

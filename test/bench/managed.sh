@@ -11,12 +11,16 @@
 #                                              runs use 18 built without assertions)
 #
 # Builds the C edition without assertions (-O2, as PGXS does) and pg_tle
-# (test/lib/pgtle.sh) into one private installation and starts one
-# throwaway cluster (fencing and pg_tle preloaded, fsync on,
-# synchronous_commit = off: CPU-bound) with two databases made alike by
-# the same role, bench_app, not a superuser: bench_c, where a superuser
-# created the C edition, and bench_m, where bench_app installed the managed
-# edition through pg_tle, as on RDS.  bench_app loads
+# (test/lib/pgtle.sh) into one private installation and starts two
+# throwaway clusters of that installation, each as its edition is run
+# (fsync on, synchronous_commit = off: CPU-bound; otherwise alike): one
+# with the fencing library preloaded, holding bench_c, where a superuser
+# created the C edition; one with pg_tle preloaded and no fencing library,
+# as on a managed service, holding bench_m, where the role bench_app (not a
+# superuser) installed the managed edition through pg_tle, as on RDS.  The
+# same role makes both databases alike.  (Where the fencing library is
+# loaded the setting fencing.bypass exists, and the managed edition's guard
+# reads it on each write: a server moving from one edition to the other.)  bench_app loads
 # test/bench/managed_setup.sql into both and runs the scripts of
 # test/bench/scripts against both, unchanged (pgbench -n -M prepared -c 4
 # -j 2):
@@ -112,8 +116,21 @@ tarball=$(fencing_pgtle_tarball)
 if [ "$FENCING_PGVER" = 15 ]; then root=${FENCING_BINDIR%/usr/lib/postgresql/*}; else root=${FENCING_BINDIR%/bin}; fi
 fencing_pgtle_install "$tarball" "$root" || fencing_die "cannot install pg_tle from $tarball"
 cd "$WORK" || exit 1
-fencing_cluster_start bench "shared_preload_libraries = 'fencing, pg_tle'" "fsync = on" \
+# the C edition's server, then the managed edition's (PGHOST and PGPORT of
+# each kept: srv DB COMMAND runs COMMAND with those of DB's server)
+fencing_cluster_start bench_c "shared_preload_libraries = 'fencing'" "fsync = on" \
     "synchronous_commit = off" "max_connections = 40"
+C_HOST=$PGHOST C_PORT=$PGPORT C_DATA=$PGDATA
+fencing_cluster_start bench_m "shared_preload_libraries = 'pg_tle'" "fsync = on" \
+    "synchronous_commit = off" "max_connections = 40"
+M_HOST=$PGHOST M_PORT=$PGPORT
+srv() {
+    local db=$1; shift
+    case $db in
+    bench_c) PGHOST=$C_HOST PGPORT=$C_PORT PGDATA=$C_DATA "$@" ;;
+    *) "$@" ;;
+    esac
+}
 FENCING_SRC=$FENCING_ROOT
 
 bench_fail=0
@@ -125,22 +142,24 @@ problem() {
 # psql on database $1 as the role, quiet, unaligned, stop on error
 bpsql() {
     local db=$1; shift
-    fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -U "$ROLE" -d "$db" "$@"
+    srv "$db" fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -U "$ROLE" -d "$db" "$@"
 }
 
 fencing_log "bench_c: the C edition (CREATE EXTENSION by a superuser); bench_m: the managed edition, installed through pg_tle by $ROLE"
-if ! fencing_managed_psql -d postgres -c "CREATE ROLE $ROLE LOGIN NOSUPERUSER" \
+if ! srv bench_c fencing_managed_psql -d postgres -c "CREATE ROLE $ROLE LOGIN NOSUPERUSER" \
         -c "CREATE DATABASE bench_c" -c "GRANT CREATE ON DATABASE bench_c TO $ROLE" >/dev/null ||
-   ! fencing_managed_psql -d bench_c -c "CREATE EXTENSION fencing" >/dev/null; then
+   ! srv bench_c fencing_managed_psql -d bench_c -c "CREATE EXTENSION fencing" >/dev/null; then
     fencing_die "cannot make bench_c"
 fi
 fencing_managed_db bench_m pgtle "$ROLE" >"$WORK/log/install.log" 2>&1 ||
     { cat "$WORK/log/install.log" >&2; fencing_die "cannot install the managed edition in bench_m"; }
 # the role's tables in a schema of its own (public is not writable from 15 on)
-fencing_managed_psql -d postgres -c "ALTER ROLE $ROLE SET search_path = bench, public" >/dev/null ||
-    fencing_die "cannot set the search path of $ROLE"
 for db in bench_c bench_m; do
-    fencing_managed_psql -d "$db" -c "CREATE SCHEMA bench AUTHORIZATION $ROLE" >/dev/null ||
+    srv "$db" fencing_managed_psql -d postgres -c "ALTER ROLE $ROLE SET search_path = bench, public" >/dev/null ||
+        fencing_die "cannot set the search path of $ROLE"
+done
+for db in bench_c bench_m; do
+    srv "$db" fencing_managed_psql -d "$db" -c "CREATE SCHEMA bench AUTHORIZATION $ROLE" >/dev/null ||
         fencing_die "cannot make schema bench in $db"
     bpsql "$db" -v rows=$ROWS -v accounts=$ACCOUNTS -f "$WORK/scripts/managed_setup.sql" \
         >"$WORK/log/setup.$db.log" 2>&1 ||
@@ -171,7 +190,7 @@ run_variant() {
     if [ -n "$TRANSACTIONS" ]; then len=(-t "$TRANSACTIONS"); else len=(-T "$SECS"); fi
     m0=$(marks "$db" "$mtable")
     [ "$gtable" != - ] && r0=$(rejected "$db" "$gtable")
-    out=$(fencing_as_postgres pgbench -n -M prepared -U "$ROLE" -c "$CLIENTS" -j "$JOBS" "${len[@]}" \
+    out=$(srv "$db" fencing_as_postgres pgbench -n -M prepared -U "$ROLE" -c "$CLIENTS" -j "$JOBS" "${len[@]}" \
         -D e="$EPOCH" -D n=0 -D nc="$CLIENTS" -D rows="$ROWS" -D accounts="$ACCOUNTS" \
         -f "$WORK/scripts/$script.sql" "$db" 2>&1)
     st=$?
@@ -227,7 +246,7 @@ done
 # every idempotency key done, naming its order, one order per key
 for db in bench_c bench_m; do
     # (as the superuser: the C edition's key table is not the role's to read)
-    out=$(fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -F ' ' \
+    out=$(srv "$db" fencing_as_postgres psql -X -q -At -v ON_ERROR_STOP=1 -d "$db" -F ' ' \
           -c "SELECT (SELECT count(*) FROM fencing.idempotency_keys),
                      (SELECT count(*) FROM bench.orders_idem),
                      (SELECT count(*) FROM fencing.idempotency_keys AS k
