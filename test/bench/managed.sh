@@ -116,14 +116,14 @@ tarball=$(fencing_pgtle_tarball)
 if [ "$FENCING_PGVER" = 15 ]; then root=${FENCING_BINDIR%/usr/lib/postgresql/*}; else root=${FENCING_BINDIR%/bin}; fi
 fencing_pgtle_install "$tarball" "$root" || fencing_die "cannot install pg_tle from $tarball"
 cd "$WORK" || exit 1
-# the C edition's server, then the managed edition's (PGHOST and PGPORT of
-# each kept: srv DB COMMAND runs COMMAND with those of DB's server)
+# the C edition's server, its PGHOST, PGPORT and PGDATA kept, then the
+# managed edition's, which the environment keeps naming: srv DB COMMAND
+# runs COMMAND with those of DB's server
 fencing_cluster_start bench_c "shared_preload_libraries = 'fencing'" "fsync = on" \
     "synchronous_commit = off" "max_connections = 40"
 C_HOST=$PGHOST C_PORT=$PGPORT C_DATA=$PGDATA
 fencing_cluster_start bench_m "shared_preload_libraries = 'pg_tle'" "fsync = on" \
     "synchronous_commit = off" "max_connections = 40"
-M_HOST=$PGHOST M_PORT=$PGPORT
 srv() {
     local db=$1; shift
     case $db in
