@@ -1331,7 +1331,11 @@ COMMENT ON FUNCTION fencing.scope_create(text, regrole, regtype[], oid[]) IS
     'internal: create and register the storage table and writer of a new scope (protect() does this itself)';
 
 -- The fast paths of a guard (see guard_source): the usual accepted write,
--- decided in one or two expressions and left at once.  Row scope: a
+-- decided in one or two expressions and left at once.  Part 'first' is
+-- the guard's first statement, before its other variables are made: the
+-- write whose token is the fence column's, with no setting; part 'inner'
+-- follows once the setting is read into s: the rest of row scope.  Row
+-- scope: a
 -- write whose token is the fence column's (an INSERT's, or an UPDATE's
 -- newer than the row's fence: an INSERT's OLD is NULL), an INSERT without
 -- a token, an UPDATE whose token is the setting's (newer than the row's
@@ -3109,7 +3113,8 @@ BEGIN
     LOOP
         attempt := attempt + 1;
         IF attempt > 10 THEN
-            RAISE EXCEPTION 'lease "%" keeps disappearing', lease_acquire.name;
+            RAISE EXCEPTION 'lease "%" keeps disappearing', lease_acquire.name
+                USING ERRCODE = 'internal_error';
         END IF;
         SELECT * INTO r FROM fencing.leases l WHERE l.name = lease_acquire.name FOR UPDATE;
         IF NOT FOUND THEN
@@ -3743,7 +3748,8 @@ BEGIN
                 PERFORM fencing.idem_reclaim(idem_begin.key, v_now, idem_begin.wait);
                 attempt := coalesce(attempt, 1) OPERATOR(pg_catalog.+) 1;
                 IF attempt OPERATOR(pg_catalog.>) 10 THEN
-                    RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key;
+                    RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key
+                        USING ERRCODE = 'internal_error';
                 END IF;
                 EXIT;
             END IF;

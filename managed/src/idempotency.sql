@@ -299,7 +299,8 @@ BEGIN
                 PERFORM fencing.idem_reclaim(idem_begin.key, v_now, idem_begin.wait);
                 attempt := coalesce(attempt, 1) OPERATOR(pg_catalog.+) 1;
                 IF attempt OPERATOR(pg_catalog.>) 10 THEN
-                    RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key;
+                    RAISE EXCEPTION 'idempotency key "%" keeps disappearing', idem_begin.key
+                        USING ERRCODE = 'internal_error';
                 END IF;
                 EXIT;
             END IF;

@@ -278,7 +278,8 @@ BEGIN
     LOOP
         attempt := attempt + 1;
         IF attempt > 10 THEN
-            RAISE EXCEPTION 'lease "%" keeps disappearing', lease_acquire.name;
+            RAISE EXCEPTION 'lease "%" keeps disappearing', lease_acquire.name
+                USING ERRCODE = 'internal_error';
         END IF;
         SELECT * INTO r FROM fencing.leases l WHERE l.name = lease_acquire.name FOR UPDATE;
         IF NOT FOUND THEN

@@ -233,7 +233,11 @@ COMMENT ON FUNCTION fencing.scope_create(text, regrole, regtype[], oid[]) IS
     'internal: create and register the storage table and writer of a new scope (protect() does this itself)';
 
 -- The fast paths of a guard (see guard_source): the usual accepted write,
--- decided in one or two expressions and left at once.  Row scope: a
+-- decided in one or two expressions and left at once.  Part 'first' is
+-- the guard's first statement, before its other variables are made: the
+-- write whose token is the fence column's, with no setting; part 'inner'
+-- follows once the setting is read into s: the rest of row scope.  Row
+-- scope: a
 -- write whose token is the fence column's (an INSERT's, or an UPDATE's
 -- newer than the row's fence: an INSERT's OLD is NULL), an INSERT without
 -- a token, an UPDATE whose token is the setting's (newer than the row's
