@@ -103,9 +103,12 @@ idem|idem|idem_helpers|orders_idem|-"
 fencing_deps
 fencing_workdir
 WORK=$FENCING_WORK
-mkdir -p "$WORK/log" "$WORK/scripts"
+mkdir -p "$WORK/log" "$WORK/scripts" "$WORK/src/managed"
 cp "$here"/scripts/*.sql "$here/managed_setup.sql" "$WORK/scripts/"
-chmod -R a+rX "$WORK/scripts"
+# the edition's install files, where the postgres OS user may read them
+# (the checkout may be private to its owner)
+cp "$FENCING_ROOT"/managed/fencing_sql*.sql "$WORK/src/managed/"
+chmod -R a+rX "$WORK/scripts" "$WORK/src"
 : >"$WORK/results.tsv"
 : >"$WORK/problems"
 
@@ -131,7 +134,7 @@ srv() {
     *) "$@" ;;
     esac
 }
-FENCING_SRC=$FENCING_ROOT
+FENCING_SRC=$WORK/src
 
 bench_fail=0
 problem() {
